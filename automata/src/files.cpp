@@ -1,0 +1,69 @@
+#include "statetrack/automata/files.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "statetrack/automata/error.hpp"
+
+namespace statetrack {
+
+std::string read_text_file(const std::string& path) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) throw InputError(path, "", "no such file");
+    if (std::filesystem::is_directory(path, ec)) throw InputError(path, "", "is a directory, not a file");
+    const auto size = std::filesystem::file_size(path, ec);
+    if (!ec && size > max_input_file_bytes)
+        throw LimitError(path, "", fmt::format("file of {} bytes exceeds the limit of {} bytes", size, max_input_file_bytes));
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(path, "", fmt::format("cannot open: {}", std::strerror(errno)));
+    std::ostringstream buffer;
+    buffer << in.rdbuf();
+    if (in.bad()) throw InputError(path, "", "read error");
+    return buffer.str();
+}
+
+void write_file_atomically(const std::string& path, const std::string& contents) {
+    namespace fs = std::filesystem;
+    const fs::path target(path);
+    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) throw InputError(path, "", "the output folder does not exist");
+    std::random_device rd;
+    const fs::path tmp = dir / fmt::format(".{}.tmp{:08x}", target.filename().string(), rd());
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0) throw InputError(path, "", fmt::format("cannot write: {}", std::strerror(errno)));
+    std::size_t done = 0;
+    while (done < contents.size()) {
+        const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            const int err = errno;
+            ::close(fd);
+            ::unlink(tmp.c_str());
+            throw InputError(path, "", fmt::format("write failed: {}", std::strerror(err)));
+        }
+        done += std::size_t(n);
+    }
+    // Flush to disk before the rename so a crash never leaves an empty file under the final name.
+    if (::fsync(fd) != 0 || ::close(fd) != 0) {
+        ::unlink(tmp.c_str());
+        throw InputError(path, "", fmt::format("write failed: {}", std::strerror(errno)));
+    }
+    if (std::rename(tmp.c_str(), target.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        throw InputError(path, "", fmt::format("cannot rename into place: {}", std::strerror(err)));
+    }
+}
+
+}  // namespace statetrack

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The main job: install what is missing, build, and run statetrack's report on the built-in
+# languages. Extra arguments go to the report (for example: -o DIR).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${STATETRACK_BUILD_DIR:-$root/build}
+"$root/scripts/build.sh"
+"$build/cli/statetrack" info zoo:parity
+"$build/cli/statetrack" zoo list
