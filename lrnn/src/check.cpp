@@ -1,0 +1,260 @@
+#include "statetrack/lrnn/check.hpp"
+
+#include <fmt/format.h>
+
+#include <deque>
+#include <random>
+#include <unordered_map>
+
+#include "statetrack/automata/error.hpp"
+#include "statetrack/lrnn/scalars.hpp"
+
+namespace statetrack::lrnn {
+
+using automata::Dfa;
+using automata::Letter;
+using automata::State;
+
+void check_same_alphabet(const Network& network, const Dfa& dfa) {
+    if (network.alphabet != dfa.alphabet)
+        throw InputError(network.name.empty() ? "<model>" : network.name, "/alphabet",
+                         fmt::format("the model's alphabet ({}) differs from the DFA's ({})", fmt::join(network.alphabet, " "),
+                                     fmt::join(dfa.alphabet, " ")));
+}
+
+namespace {
+
+bool is_rational(const Network& net) {
+    auto all = [](const std::vector<Number>& v) {
+        for (const auto& x : v)
+            if (!x.is_exact()) return false;
+        return true;
+    };
+    for (const auto& layer : net.layers) {
+        if (!all(layer.h0)) return false;
+        for (const auto& t : layer.transitions) {
+            if (!all(t.diagonal) || !all(t.bias)) return false;
+            for (const auto& f : t.factors)
+                if (!all(f.v) || !f.beta.is_exact()) return false;
+        }
+        for (const auto& a : layer.readout.anchors)
+            if (!all(a)) return false;
+    }
+    return true;
+}
+
+bool agrees(const Network& net, const Dfa& dfa, State q, std::uint32_t symbol, bool certain, bool check_states) {
+    if (!certain) return false;
+    if (net.accept[symbol] != bool(dfa.accepting[q])) return false;
+    return !check_states || net.states[symbol] == std::int64_t(q);
+}
+
+template <class T>
+std::string state_key(State q, const NetworkState<T>& s) {
+    std::string key = std::to_string(q);
+    for (std::size_t i = 0; i < s.hidden.size(); ++i) {
+        key += '|';
+        key += std::to_string(s.outputs[i]);
+        for (const auto& x : s.hidden[i]) {
+            key += ',';
+            key += to_text(x);
+        }
+    }
+    return key;
+}
+
+std::vector<Letter> rebuild(const std::vector<std::pair<std::size_t, Letter>>& parent, std::size_t node) {
+    std::vector<Letter> word;
+    while (node != 0) {
+        word.push_back(parent[node].second);
+        node = parent[node].first;
+    }
+    return {word.rbegin(), word.rend()};
+}
+
+template <class T>
+WordCheck all_words_as(const Network& net, const Dfa& dfa, std::size_t max_length, bool check_states) {
+    const PreparedNetwork<T> prepared = prepare<T>(net);
+    WordCheck result;
+    result.max_length = max_length;
+    // Depth-first over words; stack[d] is the state after the first d letters.
+    std::vector<NetworkState<T>> stack{initial_state(prepared)};
+    std::vector<State> dfa_states{dfa.start};
+    std::vector<Letter> word;
+    std::vector<Letter> next_letter{0};
+    while (!next_letter.empty()) {
+        const std::size_t depth = next_letter.size() - 1;
+        if (depth >= max_length || next_letter.back() >= dfa.num_letters()) {
+            next_letter.pop_back();
+            stack.pop_back();
+            dfa_states.pop_back();
+            if (!word.empty()) word.pop_back();
+            continue;
+        }
+        const Letter a = next_letter.back()++;
+        NetworkState<T> s = stack.back();
+        const std::uint32_t symbol = step(prepared, s, a);
+        const State q = dfa.next(dfa_states.back(), a);
+        word.push_back(a);
+        ++result.words;
+        if (!agrees(net, dfa, q, symbol, s.certain, check_states)) {
+            result.ok = false;
+            result.counterexample = word;
+            return result;
+        }
+        stack.push_back(std::move(s));
+        dfa_states.push_back(q);
+        next_letter.push_back(0);
+    }
+    return result;
+}
+
+template <class T>
+WordCheck random_words_as(const Network& net, const Dfa& dfa, std::size_t count, std::size_t max_length, std::uint64_t seed,
+                          bool check_states) {
+    const PreparedNetwork<T> prepared = prepare<T>(net);
+    WordCheck result;
+    std::mt19937_64 rng(seed);
+    for (std::size_t w = 0; w < count; ++w) {
+        const std::size_t length = 1 + rng() % max_length;
+        result.max_length = std::max(result.max_length, length);
+        NetworkState<T> s = initial_state(prepared);
+        State q = dfa.start;
+        std::vector<Letter> word;
+        for (std::size_t t = 0; t < length; ++t) {
+            const Letter a = Letter(rng() % dfa.num_letters());
+            word.push_back(a);
+            const std::uint32_t symbol = step(prepared, s, a);
+            q = dfa.next(q, a);
+            if (!agrees(net, dfa, q, symbol, s.certain, check_states)) {
+                result.ok = false;
+                result.counterexample = word;
+                return result;
+            }
+        }
+        ++result.words;
+    }
+    return result;
+}
+
+template <class F>
+WordCheck dispatch(const Precision& precision, F&& f) {
+    using K = Precision::Kind;
+    WordCheck r;
+    switch (precision.kind) {
+        case K::fp16: r = f(Half{}); break;
+        case K::bf16: r = f(BFloat16{}); break;
+        case K::fp32: r = f(float{}); break;
+        case K::fp64: r = f(double{}); break;
+        case K::exact: r = f(Rational{}); break;
+        case K::bits:
+        case K::mpfr: {
+            ScopedPrecision scope(precision.bits);
+            r = f(MpfrFloat{});
+            break;
+        }
+        case K::interval: {
+            ScopedPrecision scope(precision.bits);
+            r = f(MpfiFloat{});
+            break;
+        }
+    }
+    r.precision = precision.name();
+    return r;
+}
+
+}  // namespace
+
+ClosureResult exact_closure(const Network& net, const Dfa& dfa, const ClosureOptions& options) {
+    check_same_alphabet(net, dfa);
+    ClosureResult result;
+    if (!is_rational(net)) {
+        result.applicable = false;
+        result.message = "the network has irrational entries: no exact closure (use interval checks)";
+        return result;
+    }
+    const PreparedNetwork<Rational> prepared = prepare<Rational>(net);
+    std::vector<std::pair<State, NetworkState<Rational>>> nodes;
+    std::vector<std::pair<std::size_t, Letter>> parent;
+    std::unordered_map<std::string, std::size_t> index;
+    nodes.emplace_back(dfa.start, initial_state(prepared));
+    parent.emplace_back(0, 0);
+    index.emplace(state_key(dfa.start, nodes[0].second), 0);
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+        for (Letter a = 0; a < dfa.num_letters(); ++a) {
+            NetworkState<Rational> s = nodes[i].second;
+            const std::uint32_t symbol = step(prepared, s, a);
+            const State q = dfa.next(nodes[i].first, a);
+            if (!agrees(net, dfa, q, symbol, true, options.check_states)) {
+                // Breadth-first order makes this a shortest failing word.
+                std::vector<Letter> word = rebuild(parent, i);
+                word.push_back(a);
+                result.counterexample = std::move(word);
+                result.complete = true;
+                result.pairs = nodes.size();
+                result.message = "a reachable pair reads out a different answer than the DFA";
+                return result;
+            }
+            auto [it, inserted] = index.emplace(state_key(q, s), nodes.size());
+            if (!inserted) continue;
+            if (nodes.size() >= options.max_pairs) {
+                result.pairs = nodes.size();
+                result.message = fmt::format("stopped at the limit of {} pairs", options.max_pairs);
+                return result;
+            }
+            nodes.emplace_back(q, std::move(s));
+            parent.emplace_back(i, a);
+        }
+    }
+    result.complete = result.certified = true;
+    result.pairs = nodes.size();
+    result.message = fmt::format("all {} reachable (DFA state, network state) pairs agree: correct for every length", nodes.size());
+    return result;
+}
+
+WordCheck check_all_words(const Network& net, const Dfa& dfa, std::size_t max_length, const Precision& precision, bool check_states) {
+    check_same_alphabet(net, dfa);
+    return dispatch(precision, [&](auto tag) { return all_words_as<decltype(tag)>(net, dfa, max_length, check_states); });
+}
+
+WordCheck check_random_words(const Network& net, const Dfa& dfa, std::size_t count, std::size_t max_length, std::uint64_t seed,
+                             const Precision& precision, bool check_states) {
+    check_same_alphabet(net, dfa);
+    if (max_length == 0) throw InputError("--length", "0", "the maximal length must be positive");
+    return dispatch(precision,
+                    [&](auto tag) { return random_words_as<decltype(tag)>(net, dfa, count, max_length, seed, check_states); });
+}
+
+std::size_t exhaustive_length(std::size_t letters, std::size_t budget) {
+    std::size_t length = 0, layer = 1, total = 0;
+    while (true) {
+        layer *= letters;
+        if (total + layer > budget || length >= 64) return length;
+        total += layer;
+        ++length;
+    }
+}
+
+CompileCheck check_against_dfa(const Network& net, const Dfa& dfa) {
+    CompileCheck check;
+    const bool rational = is_rational(net);
+    const Precision precision = rational ? Precision{Precision::Kind::exact, 0} : Precision{Precision::Kind::interval, 256};
+    const std::size_t length = std::max<std::size_t>(1, exhaustive_length(dfa.num_letters(), 20'000));
+    check.words = check_all_words(net, dfa, length, precision);
+    if (!check.words.ok) {
+        check.counterexample = check.words.counterexample;
+        return check;
+    }
+    check.closure = exact_closure(net, dfa);
+    if (check.closure.applicable) {
+        check.counterexample = check.closure.counterexample;
+        check.ok = check.closure.certified;
+        return check;
+    }
+    check.random = check_random_words(net, dfa, 20, 2000, 20261122, precision);
+    check.counterexample = check.random->counterexample;
+    check.ok = check.random->ok;
+    return check;
+}
+
+}  // namespace statetrack::lrnn

@@ -1,0 +1,468 @@
+// The DFA -> LRNN compiler. docs/lrnn-format.md ("Constructions" and "Wiring") documents the
+// schemes implemented here, in particular how cascade layers carry the coordinates of the levels
+// above so that the one-step shift gives every level the pre-update coordinates it needs.
+#include "statetrack/lrnn/compile.hpp"
+
+#include <fmt/format.h>
+#include <mpfr.h>
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <set>
+
+#include "numeric.hpp"
+#include "statetrack/automata/decompose.hpp"
+#include "statetrack/automata/error.hpp"
+
+namespace statetrack::lrnn {
+
+using automata::Dfa;
+using automata::Letter;
+using automata::State;
+
+const char* to_string(Construction c) {
+    switch (c) {
+        case Construction::automatic: return "auto";
+        case Construction::onehot: return "onehot";
+        case Construction::parity: return "parity";
+        case Construction::rotation: return "rotation";
+        case Construction::theorem6: return "theorem6";
+        case Construction::cascade: return "cascade";
+    }
+    return "?";
+}
+
+Construction parse_construction(const std::string& text) {
+    for (auto c : {Construction::automatic, Construction::onehot, Construction::parity, Construction::rotation,
+                   Construction::theorem6, Construction::cascade})
+        if (text == to_string(c)) return c;
+    throw InputError("--construction", text, "unknown construction (auto, onehot, parity, rotation, theorem6, cascade)");
+}
+
+namespace {
+
+std::vector<State> reachable_states(const Dfa& dfa) {
+    std::vector<State> order{dfa.start};
+    std::vector<bool> seen(dfa.num_states(), false);
+    seen[dfa.start] = true;
+    for (std::size_t i = 0; i < order.size(); ++i)
+        for (Letter a = 0; a < dfa.num_letters(); ++a) {
+            const State q = dfa.next(order[i], a);
+            if (!seen[q]) seen[q] = true, order.push_back(q);
+        }
+    return order;
+}
+
+// The permutation of each letter on the reachable states (as coordinates), or empty if some
+// letter is not injective there.
+std::vector<std::vector<std::uint32_t>> letter_permutations(const Dfa& dfa, const std::vector<State>& states) {
+    std::vector<std::uint32_t> coord(dfa.num_states(), 0);
+    for (std::size_t i = 0; i < states.size(); ++i) coord[states[i]] = std::uint32_t(i);
+    std::vector<std::vector<std::uint32_t>> perms;
+    for (Letter a = 0; a < dfa.num_letters(); ++a) {
+        std::vector<std::uint32_t> p(states.size());
+        std::vector<bool> hit(states.size(), false);
+        for (std::size_t i = 0; i < states.size(); ++i) {
+            p[i] = coord[dfa.next(states[i], a)];
+            if (hit[p[i]]) return {};
+            hit[p[i]] = true;
+        }
+        perms.push_back(std::move(p));
+    }
+    return perms;
+}
+
+std::vector<Number> unit(std::size_t dim, std::size_t i) {
+    std::vector<Number> v(dim, integer(0));
+    v[i] = integer(1);
+    return v;
+}
+
+// A permutation of coordinates as p - c reflections I - 2 v v^T / v.v with v = e_a - e_b: for each
+// cycle (c0 c1 ... ck-1), the swaps (c0 c1), (c0 c2), ..., (c0 ck-1) applied in this order.
+Transition permutation_transition(const std::vector<std::uint32_t>& perm) {
+    Transition t;
+    std::vector<bool> done(perm.size(), false);
+    for (std::size_t c0 = 0; c0 < perm.size(); ++c0) {
+        if (done[c0]) continue;
+        done[c0] = true;
+        for (std::size_t c = perm[c0]; c != c0; c = perm[c]) {
+            done[c] = true;
+            GhFactor f;
+            f.v.assign(perm.size(), integer(0));
+            f.v[c0] = integer(1);
+            f.v[c] = integer(-1);
+            f.beta = integer(2);
+            t.factors.push_back(std::move(f));
+        }
+    }
+    return t;
+}
+
+Transition reset_transition(std::size_t dim, std::size_t target, ResetEncoding reset) {
+    Transition t;
+    if (reset == ResetEncoding::projections) {
+        for (std::size_t i = 0; i < dim; ++i) t.factors.push_back(GhFactor{unit(dim, i), integer(1)});
+    } else {
+        t.diagonal.assign(dim, integer(0));
+    }
+    t.bias = unit(dim, target);
+    return t;
+}
+
+// cos and sin of (numerator / denominator) * pi. By Niven's theorem the only rational values are
+// 0, +-1/2, +-1: those are stored exactly, everything else as a 120-digit approximation.
+Number snap(mpfr_srcptr x) {
+    mpfr_t twice;
+    mpfr_init2(twice, detail::high_bits);
+    mpfr_mul_ui(twice, x, 2, MPFR_RNDN);
+    const double r = std::round(mpfr_get_d(twice, MPFR_RNDN));
+    mpfr_sub_d(twice, twice, r, MPFR_RNDN);
+    mpfr_abs(twice, twice, MPFR_RNDN);
+    const bool rational = mpfr_cmp_ui_2exp(twice, 1, -300) < 0;
+    mpfr_clear(twice);
+    if (rational) return lrnn::rational(static_cast<long long>(r), 2);
+    return detail::from_mpfr(x);
+}
+
+std::pair<Number, Number> cos_sin_pi(long long numerator, long long denominator) {
+    mpfr_t angle, c, s;
+    mpfr_inits2(detail::high_bits, angle, c, s, static_cast<mpfr_ptr>(nullptr));
+    mpfr_const_pi(angle, MPFR_RNDN);
+    mpfr_mul_si(angle, angle, numerator, MPFR_RNDN);
+    mpfr_div_si(angle, angle, denominator, MPFR_RNDN);
+    mpfr_sin_cos(s, c, angle, MPFR_RNDN);
+    auto result = std::make_pair(snap(c), snap(s));
+    mpfr_clears(angle, c, s, static_cast<mpfr_ptr>(nullptr));
+    return result;
+}
+
+// The reflection across the line at angle (numerator / denominator) * pi: v = its normal.
+GhFactor reflection_across(long long numerator, long long denominator) {
+    auto [c, s] = cos_sin_pi(numerator, denominator);
+    if (s.is_exact()) s = detail::from_rational(-detail::exact_value(s));
+    else s.approx = -s.approx, s.high = s.high[0] == '-' ? s.high.substr(1) : "-" + s.high;
+    return GhFactor{{s, c}, integer(2)};
+}
+
+Layer single_layer(std::size_t dim, std::size_t tokens) {
+    Layer layer;
+    layer.dim = dim;
+    layer.num_inputs = tokens;
+    return layer;
+}
+
+// Adds `t` to the layer's transitions unless an equal one is there; returns its index.
+struct TransitionTable {
+    std::map<std::string, std::uint32_t> index;
+    std::uint32_t add(Layer& layer, Transition t, const std::string& key) {
+        auto [it, inserted] = index.emplace(key, std::uint32_t(layer.transitions.size()));
+        if (inserted) layer.transitions.push_back(std::move(t));
+        return it->second;
+    }
+};
+
+std::string perm_key(const std::vector<std::uint32_t>& p) { return fmt::format("p{}", fmt::join(p, ",")); }
+
+Network base_network(const Dfa& dfa, const char* construction, Wiring wiring) {
+    Network net;
+    net.name = dfa.name;
+    net.construction = construction;
+    net.alphabet = dfa.alphabet;
+    net.wiring = wiring;
+    return net;
+}
+
+Network compile_onehot(const Dfa& dfa, const std::vector<State>& states, const std::vector<std::vector<std::uint32_t>>& perms,
+                       Wiring wiring) {
+    Network net = base_network(dfa, "onehot", wiring);
+    const std::size_t n = states.size();
+    Layer layer = single_layer(n, dfa.num_letters());
+    layer.h0 = unit(n, 0);
+    TransitionTable table;
+    for (Letter a = 0; a < dfa.num_letters(); ++a)
+        layer.input_transition.push_back(table.add(layer, permutation_transition(perms[a]), perm_key(perms[a])));
+    layer.readout.kind = Readout::Kind::argmax;
+    for (std::size_t i = 0; i < n; ++i) layer.readout.labels.push_back(std::uint32_t(i));
+    layer.readout.num_labels = layer.readout.num_outputs = n;
+    net.layers.push_back(std::move(layer));
+    for (State q : states) net.states.push_back(q), net.accept.push_back(dfa.accepting[q]);
+    return net;
+}
+
+Network compile_parity(const Dfa& dfa, const std::vector<State>& states, const std::vector<std::vector<std::uint32_t>>& perms,
+                       Wiring wiring) {
+    Network net = base_network(dfa, "parity", wiring);
+    Layer layer = single_layer(1, dfa.num_letters());
+    layer.h0 = {integer(1)};
+    Transition keep, flip;
+    flip.factors.push_back(GhFactor{{integer(1)}, integer(2)});  // A = 1 - 2 = -1
+    layer.transitions = {keep, flip};
+    for (Letter a = 0; a < dfa.num_letters(); ++a) layer.input_transition.push_back(perms[a][0] == 0 ? 0 : 1);
+    layer.readout.kind = Readout::Kind::nearest;
+    layer.readout.anchors = {{integer(1)}, {integer(-1)}};
+    layer.readout.labels = {0, 1};
+    layer.readout.num_labels = layer.readout.num_outputs = 2;
+    net.layers.push_back(std::move(layer));
+    for (State q : states) net.states.push_back(q), net.accept.push_back(dfa.accepting[q]);
+    return net;
+}
+
+Network compile_rotation(const Dfa& dfa, const CyclicStructure& cyc, Wiring wiring) {
+    Network net = base_network(dfa, "rotation", wiring);
+    const long long m = static_cast<long long>(cyc.states.size());
+    Layer layer = single_layer(2, dfa.num_letters());
+    layer.h0 = {integer(1), integer(0)};
+    TransitionTable table;
+    for (Letter a = 0; a < dfa.num_letters(); ++a) {
+        const long long k = static_cast<long long>(cyc.offsets[a]);
+        Transition t;
+        if (k != 0) {
+            // (I - 2 v1 v1^T)(I - 2 v2 v2^T), v2 = (0, 1) first: x-axis mirror, then the mirror
+            // across the line at angle pi k / m: a rotation by 2 pi k / m.
+            t.factors.push_back(GhFactor{{integer(0), integer(1)}, integer(2)});
+            t.factors.push_back(reflection_across(k, m));
+        }
+        layer.input_transition.push_back(table.add(layer, std::move(t), std::to_string(k)));
+    }
+    layer.readout.kind = Readout::Kind::nearest;
+    for (long long i = 0; i < m; ++i) {
+        auto [c, s] = cos_sin_pi(2 * i, m);
+        layer.readout.anchors.push_back({c, s});
+        layer.readout.labels.push_back(std::uint32_t(i));
+    }
+    layer.readout.num_labels = layer.readout.num_outputs = std::size_t(m);
+    net.layers.push_back(std::move(layer));
+    for (State q : cyc.states) net.states.push_back(q), net.accept.push_back(dfa.accepting[q]);
+    return net;
+}
+
+// PAPER.md Theorem 6. Layer 1 counts t mod 2 (h <- -h + 1); layer 2 reflects by
+// Ref(theta(x_t, t mod 2)), theta(i, 1) = (1 - 2i) pi / m, theta(i, 0) = (1 + 2i) pi / m, so after
+// an even number of tokens with sum s the state is at angle 2 s pi / m, after an odd number at
+// (1 - 2 s) pi / m: 2m distinct anchors, one readout without knowing t.
+Network compile_theorem6(const Dfa& dfa, const CyclicStructure& cyc, Wiring wiring) {
+    Network net = base_network(dfa, "theorem6", wiring);
+    const long long m = static_cast<long long>(cyc.states.size());
+    const std::size_t tokens = dfa.num_letters();
+    Layer counter = single_layer(1, tokens);
+    counter.h0 = {integer(0)};
+    Transition t;
+    t.factors.push_back(GhFactor{{integer(1)}, integer(2)});
+    t.bias = {integer(1)};
+    counter.transitions = {t};
+    counter.input_transition.assign(tokens, 0);
+    counter.readout.kind = Readout::Kind::nearest;
+    counter.readout.anchors = {{integer(0)}, {integer(1)}};
+    counter.readout.labels = {0, 1};
+    counter.readout.num_labels = counter.readout.num_outputs = 2;
+    net.layers.push_back(std::move(counter));
+
+    Layer adder = single_layer(2, 2 * tokens);
+    adder.h0 = {integer(1), integer(0)};
+    TransitionTable table;
+    for (std::uint32_t o = 0; o < 2; ++o)
+        for (Letter a = 0; a < tokens; ++a) {
+            // shift: the counter's output read at t is t-1 mod 2; literal: it is t mod 2.
+            const long long odd = wiring == Wiring::shift ? 1 - o : o;
+            const long long i = static_cast<long long>(cyc.offsets[a]);
+            const long long theta = odd ? 1 - 2 * i : 1 + 2 * i;  // in units of pi / m
+            Transition r;
+            r.factors.push_back(reflection_across(theta, 2 * m));  // the mirror line is at theta / 2
+            adder.input_transition.push_back(table.add(adder, std::move(r), std::to_string(theta)));
+        }
+    adder.readout.kind = Readout::Kind::nearest;
+    for (long long s = 0; s < m; ++s) {
+        auto [ce, se] = cos_sin_pi(2 * s, m);
+        adder.readout.anchors.push_back({ce, se});
+        adder.readout.labels.push_back(std::uint32_t(s));
+        auto [co, so] = cos_sin_pi(1 - 2 * s, m);
+        adder.readout.anchors.push_back({co, so});
+        adder.readout.labels.push_back(std::uint32_t(s));
+    }
+    adder.readout.num_labels = adder.readout.num_outputs = std::size_t(m);
+    net.layers.push_back(std::move(adder));
+    for (State q : cyc.states) net.states.push_back(q), net.accept.push_back(dfa.accepting[q]);
+    return net;
+}
+
+using automata::Cascade;
+using automata::Coordinates;
+
+// The literal (post-update) reading: level i acts with the coordinates of the levels above *after*
+// their update, as a stacked layer without a shift would see them.
+Coordinates literal_step(const Cascade& c, const Coordinates& coords, Letter a) {
+    Coordinates next = coords;
+    for (std::size_t i = 0; i < c.levels.size(); ++i)
+        next[i] = automata::level_action(c, i, std::span<const automata::Point>(next.data(), i), a).apply(coords[i]);
+    return next;
+}
+
+std::string action_key(const automata::LevelAction& action) {
+    return fmt::format("{}:{}", int(action.kind), fmt::join(action.map, ","));
+}
+
+// One one-hot layer per level. Layer i's output symbol at time t is the tuple of coordinates of
+// levels 0..i after the update at t (from its own state and, for the levels above, their update
+// computed from its input letter); under the shift wiring layer i+1 reads that tuple at t+1, which
+// is exactly the "before the update" view the cascade semantics requires.
+Network compile_cascade(const Dfa& dfa, const Cascade& c, const CompileOptions& options) {
+    Network net = base_network(dfa, "cascade", options.wiring);
+    const std::size_t levels = c.levels.size(), tokens = dfa.num_letters();
+    const bool shift = options.wiring == Wiring::shift;
+    auto advance = [&](const Coordinates& x, Letter a) { return shift ? automata::step(c, x, a) : literal_step(c, x, a); };
+    // Reachable coordinate tuples under this wiring's semantics.
+    std::set<Coordinates> reached{c.start};
+    std::deque<Coordinates> queue{c.start};
+    while (!queue.empty()) {
+        const Coordinates x = queue.front();
+        queue.pop_front();
+        for (Letter a = 0; a < tokens; ++a) {
+            Coordinates y = advance(x, a);
+            if (reached.insert(y).second) {
+                if (reached.size() > automata::default_cascade_state_limit)
+                    throw LimitError(dfa.name, "cascade", "more reachable cascade states than the limit");
+                queue.push_back(std::move(y));
+            }
+        }
+    }
+    // prefixes[i]: the tuples of levels 0..i that occur, numbered in order.
+    std::vector<std::map<Coordinates, std::uint32_t>> prefixes(levels);
+    for (const auto& x : reached)
+        for (std::size_t i = 0; i < levels; ++i) prefixes[i].emplace(Coordinates(x.begin(), x.begin() + long(i) + 1), 0);
+    for (auto& p : prefixes) {
+        std::uint32_t k = 0;
+        for (auto& [key, value] : p) value = k++;
+    }
+    std::vector<Coordinates> upstream{Coordinates{}};  // the previous layer's output symbols as tuples
+    for (std::size_t i = 0; i < levels; ++i) {
+        const std::size_t dim = std::max<std::size_t>(c.levels[i].points, 1);
+        Layer layer = single_layer(dim, upstream.size() * tokens);
+        layer.h0 = unit(dim, c.start[i]);
+        TransitionTable table;
+        layer.readout.kind = Readout::Kind::argmax;
+        for (std::size_t j = 0; j < dim; ++j) layer.readout.labels.push_back(std::uint32_t(j));
+        layer.readout.num_labels = dim;
+        layer.readout.num_outputs = prefixes[i].size();
+        layer.readout.outputs.assign(dim * layer.num_inputs, 0);
+        for (std::size_t u = 0; u < upstream.size(); ++u)
+            for (Letter a = 0; a < tokens; ++a) {
+                const std::size_t input = u * tokens + a;
+                const auto& action = automata::level_action(c, i, upstream[u], a);
+                Transition t;
+                if (action.kind == automata::LevelAction::Kind::permutation) {
+                    std::vector<std::uint32_t> perm(action.map.begin(), action.map.end());
+                    perm.resize(dim);
+                    for (std::size_t j = action.map.size(); j < dim; ++j) perm[j] = std::uint32_t(j);
+                    t = permutation_transition(perm);
+                } else if (action.kind == automata::LevelAction::Kind::constant) {
+                    t = reset_transition(dim, action.map[0], options.reset);
+                }
+                layer.input_transition.push_back(table.add(layer, std::move(t), action_key(action)));
+                // The levels above after this step: shift reads them before the update and
+                // advances them here; literal reads them after the update already.
+                Coordinates above = upstream[u];
+                if (shift)
+                    for (std::size_t k = 0; k < i; ++k)
+                        above[k] = automata::level_action(c, k, std::span<const automata::Point>(upstream[u].data(), k), a).apply(upstream[u][k]);
+                above.push_back(0);
+                for (std::size_t j = 0; j < dim; ++j) {
+                    above.back() = automata::Point(j);
+                    auto it = prefixes[i].find(above);
+                    layer.readout.outputs[j * layer.num_inputs + input] = it == prefixes[i].end() ? 0 : it->second;
+                }
+            }
+        layer.initial_output = prefixes[i].at(Coordinates(c.start.begin(), c.start.begin() + long(i) + 1));
+        net.layers.push_back(std::move(layer));
+        upstream.assign(prefixes[i].size(), {});
+        for (const auto& [key, value] : prefixes[i]) upstream[value] = key;
+    }
+    for (const auto& x : upstream) {
+        auto it = c.decode.find(x);
+        const std::int64_t q = it == c.decode.end() ? no_dfa_state : std::int64_t(it->second);
+        net.states.push_back(q);
+        net.accept.push_back(q != no_dfa_state && dfa.accepting[std::size_t(q)]);
+    }
+    return net;
+}
+
+}  // namespace
+
+CyclicStructure cyclic_structure(const Dfa& dfa) {
+    const auto states = reachable_states(dfa);
+    const auto perms = letter_permutations(dfa, states);
+    const std::size_t m = states.size();
+    if (perms.empty()) return {};
+    // Closure of the generated group (as permutations of coordinates), stopping past m elements:
+    // a transitive abelian group is regular, so a cyclic one has exactly m elements.
+    std::vector<std::uint32_t> identity(m);
+    for (std::size_t i = 0; i < m; ++i) identity[i] = std::uint32_t(i);
+    std::set<std::vector<std::uint32_t>> group{identity};
+    std::deque<std::vector<std::uint32_t>> queue{identity};
+    while (!queue.empty() && group.size() <= m) {
+        const auto g = queue.front();
+        queue.pop_front();
+        for (const auto& p : perms) {
+            std::vector<std::uint32_t> h(m);
+            for (std::size_t i = 0; i < m; ++i) h[i] = p[g[i]];
+            if (group.insert(h).second) queue.push_back(h);
+        }
+    }
+    if (group.size() != m) return {};
+    for (const auto& g : group) {
+        // g must be one m-cycle through the start (coordinate 0).
+        std::vector<std::uint32_t> orbit{0};
+        for (std::uint32_t x = g[0]; x != 0 && orbit.size() <= m; x = g[x]) orbit.push_back(x);
+        if (orbit.size() != m) continue;
+        std::vector<std::size_t> position(m);
+        for (std::size_t i = 0; i < m; ++i) position[orbit[i]] = i;
+        CyclicStructure result;
+        for (auto x : orbit) result.states.push_back(states[x]);
+        bool ok = true;
+        for (const auto& p : perms) {
+            const std::size_t k = position[p[0]];
+            for (std::size_t i = 0; i < m && ok; ++i) ok = position[p[orbit[i]]] == (i + k) % m;
+            result.offsets.push_back(k);
+        }
+        if (ok) return result;
+    }
+    return {};
+}
+
+Network compile_dfa(const Dfa& dfa, const CompileOptions& options) {
+    automata::validate(dfa, dfa.name.empty() ? "<dfa>" : dfa.name);
+    const std::string origin = dfa.name.empty() ? "<dfa>" : dfa.name;
+    const auto states = reachable_states(dfa);
+    const auto perms = letter_permutations(dfa, states);
+    const bool group = !perms.empty();
+    Construction c = options.construction;
+    if (c == Construction::automatic)
+        c = !group ? Construction::cascade : states.size() == 2 ? Construction::parity : Construction::onehot;
+    switch (c) {
+        case Construction::onehot:
+            if (!group) throw InputError(origin, "--construction onehot", "not a group automaton (some letter merges reachable states): use auto or cascade");
+            return compile_onehot(dfa, states, perms, options.wiring);
+        case Construction::parity:
+            if (!group || states.size() != 2)
+                throw InputError(origin, "--construction parity", "needs a group automaton with 2 reachable states");
+            return compile_parity(dfa, states, perms, options.wiring);
+        case Construction::rotation:
+        case Construction::theorem6: {
+            const auto cyc = cyclic_structure(dfa);
+            if (cyc.states.size() < 2)
+                throw InputError(origin, fmt::format("--construction {}", to_string(c)),
+                                 "needs a cyclic-group automaton (every letter adds a constant mod m, m >= 2)");
+            return c == Construction::rotation ? compile_rotation(dfa, cyc, options.wiring) : compile_theorem6(dfa, cyc, options.wiring);
+        }
+        case Construction::cascade:
+        case Construction::automatic: {
+            const auto decomposition = automata::decompose(dfa);
+            return compile_cascade(dfa, decomposition.cascade, options);
+        }
+    }
+    throw InputError(origin, "--construction", "unknown construction");
+}
+
+}  // namespace statetrack::lrnn
