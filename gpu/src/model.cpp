@@ -1,0 +1,183 @@
+#include "statetrack/gpu/model.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+
+#include "statetrack/automata/error.hpp"
+#include "statetrack/gpu/random.hpp"
+
+namespace statetrack::gpu {
+
+void parse_model_name(const std::string& text, ModelConfig& config) {
+    config.factors = 1;
+    if (text == "deltanet") config.mixer = Mixer::deltanet;
+    else if (text == "mamba") config.mixer = Mixer::mamba;
+    else if (text == "lstm") config.mixer = Mixer::lstm;
+    else if (text.starts_with("deltaproduct:")) {
+        const std::string n = text.substr(13);
+        std::size_t value = 0;
+        const auto [ptr, ec] = std::from_chars(n.data(), n.data() + n.size(), value);
+        if (n.empty() || ec != std::errc() || ptr != n.data() + n.size() || value < 1 || value > max_factors)
+            throw InputError("argument", "--model", fmt::format("'{}': N in deltaproduct:N must be 1..{}", text, max_factors));
+        config.mixer = Mixer::deltaproduct;
+        config.factors = value;
+    } else {
+        throw InputError("argument", "--model",
+                         fmt::format("unknown model '{}' (deltanet, deltaproduct:N, mamba, lstm)", text));
+    }
+}
+
+EigRange parse_eig_range(const std::string& text) {
+    if (text == "0,1") return EigRange::unit;
+    if (text == "-1,1") return EigRange::signed_unit;
+    throw InputError("argument", "--eig", fmt::format("unknown eigenvalue range '{}' (0,1 or -1,1)", text));
+}
+
+const char* to_string(EigRange eig) { return eig == EigRange::unit ? "0,1" : "-1,1"; }
+
+std::string model_name(const ModelConfig& config) {
+    switch (config.mixer) {
+        case Mixer::deltanet: return "deltanet";
+        case Mixer::deltaproduct: return fmt::format("deltaproduct:{}", config.factors);
+        case Mixer::mamba: return "mamba";
+        case Mixer::lstm: return "lstm";
+    }
+    return "?";
+}
+
+void validate(const ModelConfig& c) {
+    auto bad = [](const char* option, std::string message) { throw InputError("argument", option, std::move(message)); };
+    if (c.layers < 1 || c.layers > max_layers) bad("--layers", fmt::format("{} layers: must be 1..{}", c.layers, max_layers));
+    if (c.d_model < 1 || c.d_model > max_d_model) bad("--d-model", fmt::format("d_model {} must be 1..{}", c.d_model, max_d_model));
+    if (c.heads < 1) bad("--heads", "at least one head");
+    if (c.d_model % c.heads != 0)
+        bad("--heads", fmt::format("d_model {} is not divisible by {} heads", c.d_model, c.heads));
+    if (c.factors < 1 || c.factors > max_factors) bad("--model", fmt::format("{} factors: must be 1..{}", c.factors, max_factors));
+    if (c.mixer != Mixer::deltaproduct && c.factors != 1) bad("--model", "only deltaproduct has several factors");
+    if (c.vocab < 1) bad("--task", "the alphabet is empty");
+    if (c.classes < 2) bad("--task", "the task has fewer than two classes (one state, or --target state on a one-state DFA)");
+    if (c.conv_kernel < 1 || c.conv_kernel > 64) bad("--conv", "conv kernel must be 1..64");
+    if (c.mlp_width() > 4 * max_d_model) bad("--mlp", "MLP width beyond the limit");
+}
+
+nlohmann::json config_to_json(const ModelConfig& c) {
+    return {{"model", model_name(c)}, {"eig", to_string(c.eig)}, {"layers", c.layers},
+            {"d_model", c.d_model},   {"heads", c.heads},        {"vocab", c.vocab},
+            {"classes", c.classes},   {"mlp_hidden", c.mlp_width()}, {"conv_kernel", c.conv_kernel}};
+}
+
+ModelConfig config_from_json(const nlohmann::json& json, const std::string& origin) {
+    try {
+        ModelConfig c;
+        parse_model_name(json.at("model").get<std::string>(), c);
+        c.eig = parse_eig_range(json.at("eig").get<std::string>());
+        c.layers = json.at("layers").get<std::size_t>();
+        c.d_model = json.at("d_model").get<std::size_t>();
+        c.heads = json.at("heads").get<std::size_t>();
+        c.vocab = json.at("vocab").get<std::size_t>();
+        c.classes = json.at("classes").get<std::size_t>();
+        c.mlp_hidden = json.at("mlp_hidden").get<std::size_t>();
+        c.conv_kernel = json.at("conv_kernel").get<std::size_t>();
+        validate(c);
+        return c;
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(origin, "/model", fmt::format("malformed model configuration: {}", e.what()));
+    } catch (const InputError& e) {
+        throw InputError(origin, "/model", e.message());
+    }
+}
+
+ParameterLayout parameter_layout(const ModelConfig& c) {
+    ParameterLayout layout;
+    const std::size_t d = c.d_model, F = c.factors, H = c.heads, m = c.mlp_width(), K = c.conv_kernel;
+    auto add = [&](std::string name, std::size_t rows, std::size_t cols, bool decay) {
+        const std::size_t offset = layout.total;
+        layout.tensors.push_back({std::move(name), offset, rows, cols, decay});
+        layout.total += rows * cols;
+        return offset;
+    };
+    layout.embed = add("embed", c.vocab, d, true);
+    for (std::size_t l = 0; l < c.layers; ++l) {
+        const std::string p = fmt::format("layers.{}.", l);
+        LayerSlots s;
+        s.norm1 = add(p + "norm1", 1, d, false);
+        if (c.mixer == Mixer::lstm) {
+            s.lstm_wx = add(p + "lstm_wx", 4 * d, d, true);
+            s.lstm_wh = add(p + "lstm_wh", 4 * d, d, true);
+            s.lstm_bias = add(p + "lstm_bias", 1, 4 * d, false);
+        } else {
+            s.wq = add(p + "wq", d, d, true);
+            s.wk = add(p + "wk", F * d, d, true);
+            s.wv = add(p + "wv", F * d, d, true);
+            s.conv_q = add(p + "conv_q", d, K, false);
+            s.conv_k = add(p + "conv_k", F * d, K, false);
+            s.conv_v = add(p + "conv_v", F * d, K, false);
+            if (c.mixer == Mixer::mamba) {
+                s.wdt = add(p + "wdt", d, d, true);
+                s.bdt = add(p + "bdt", 1, d, false);
+                s.decay_log = add(p + "decay_log", 1, d, false);
+            } else {
+                s.wbeta = add(p + "wbeta", F * H, d, true);
+            }
+            s.onorm = add(p + "onorm", 1, d, false);
+        }
+        s.wo = add(p + "wo", d, d, true);
+        s.norm2 = add(p + "norm2", 1, d, false);
+        s.wgate = add(p + "wgate", m, d, true);
+        s.wup = add(p + "wup", m, d, true);
+        s.wdown = add(p + "wdown", d, m, true);
+        layout.layers.push_back(s);
+    }
+    layout.norm_f = add("norm_f", 1, d, false);
+    layout.head = add("head", c.classes, d, true);
+    layout.head_bias = add("head_bias", 1, c.classes, false);
+    return layout;
+}
+
+nlohmann::json layout_to_json(const ParameterLayout& layout) {
+    nlohmann::json tensors = nlohmann::json::array();
+    for (const auto& t : layout.tensors)
+        tensors.push_back({{"name", t.name}, {"offset", t.offset}, {"shape", {t.rows, t.cols}}, {"decay", t.decay}});
+    return {{"total", layout.total}, {"tensors", tensors}};
+}
+
+template <class Scalar>
+void init_parameters(const ModelConfig& c, const ParameterLayout& layout, std::uint64_t seed, std::span<Scalar> params) {
+    Rng rng = make_rng(seed, 0x1417);
+    const std::size_t dh = c.head_dim();
+    for (const auto& t : layout.tensors) {
+        Scalar* p = params.data() + t.offset;
+        const auto ends_with = [&](const char* suffix) { return t.name.ends_with(suffix); };
+        if (ends_with("norm1") || ends_with("norm2") || ends_with("onorm") || t.name == "norm_f") {
+            for (std::size_t i = 0; i < t.size(); ++i) p[i] = Scalar(1);
+        } else if (t.name == "embed") {
+            for (std::size_t i = 0; i < t.size(); ++i) p[i] = Scalar(normal(rng));
+        } else if (ends_with("bdt")) {
+            // softplus^-1 of a step size log-uniform in [1e-3, 1e-1] (Mamba's initialisation)
+            for (std::size_t i = 0; i < t.size(); ++i) {
+                const double dt = std::exp(std::log(1e-3) + uniform01(rng) * (std::log(1e-1) - std::log(1e-3)));
+                p[i] = Scalar(dt + std::log(-std::expm1(-dt)));
+            }
+        } else if (ends_with("decay_log")) {
+            // A = exp(decay_log) in 1..dh per head, as Mamba's A = arange(1, N + 1)
+            for (std::size_t i = 0; i < t.size(); ++i) p[i] = Scalar(std::log(double(1 + i % dh)));
+        } else if (ends_with("lstm_bias")) {
+            // gate order i, f, g, o; forget bias 1
+            const std::size_t d = c.d_model;
+            for (std::size_t i = 0; i < t.size(); ++i) p[i] = Scalar(i >= d && i < 2 * d ? 1 : 0);
+        } else if (ends_with("head_bias")) {
+            for (std::size_t i = 0; i < t.size(); ++i) p[i] = Scalar(0);
+        } else {
+            // linear weights and conv taps: uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), PyTorch's default
+            const double bound = 1.0 / std::sqrt(double(t.cols));
+            for (std::size_t i = 0; i < t.size(); ++i) p[i] = Scalar((2 * uniform01(rng) - 1) * bound);
+        }
+    }
+}
+
+template void init_parameters<float>(const ModelConfig&, const ParameterLayout&, std::uint64_t, std::span<float>);
+template void init_parameters<double>(const ModelConfig&, const ParameterLayout&, std::uint64_t, std::span<double>);
+
+}  // namespace statetrack::gpu
