@@ -21,5 +21,7 @@ void add_info(CLI::App& app);
 void add_convert(CLI::App& app);
 void add_minimize(CLI::App& app);
 void add_zoo(CLI::App& app);
+void add_compile(CLI::App& app);
+void add_run(CLI::App& app);
 
 }  // namespace statetrack::cli

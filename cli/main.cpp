@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
     cli::add_convert(app);
     cli::add_minimize(app);
     cli::add_zoo(app);
+    cli::add_compile(app);
+    cli::add_run(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::Success& e) {
