@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 #include <unordered_map>
 #include <utility>
@@ -65,7 +66,9 @@ Dfa trim(const Dfa& dfa) {
 // elems[first[b] .. mid[b]). A split keeps the larger part under the old id and gives the smaller
 // part a new id; the new part is then queued with every letter. That one rule covers both cases of
 // the classic algorithm: if (b, c) was queued, the queue now holds both halves; if it was not, it
-// holds the smaller half. Each state therefore enters a splitter O(log n) times per letter.
+// holds the smaller half. Each state therefore enters a splitter O(log n) times, and since every
+// block is queued with all letters at once, the queue holds blocks and a splitter's predecessors
+// are read for all letters in one pass (they are adjacent in memory).
 StateClasses language_classes(const Dfa& dfa) {
     const std::size_t n = dfa.num_states(), k = dfa.num_letters();
     StateClasses result;
@@ -103,57 +106,66 @@ StateClasses language_classes(const Dfa& dfa) {
     if (num_rejecting > 0) add_block(0, num_rejecting);
     if (num_rejecting < n) add_block(num_rejecting, n);
 
-    std::vector<std::pair<State, Letter>> work;  // (splitter block, letter)
-    work.reserve(n * k < 4096 ? n * k : 4096);
-    if (first.size() == 2) {
-        const State smaller = (end[0] - first[0] <= end[1] - first[1]) ? 0 : 1;
-        for (Letter a = 0; a < k; ++a) work.emplace_back(smaller, a);
-    }
+    // Each queued block stands for (block, every letter): a new block is always queued with all of them.
+    std::vector<State> work;
+    if (first.size() == 2) work.push_back((end[0] - first[0] <= end[1] - first[1]) ? 0 : 1);
 
-    std::vector<State> marked;   // predecessors of the current splitter (each state at most once)
-    std::vector<State> touched;  // blocks with at least one marked state
-    marked.reserve(n);
+    std::vector<Index> bucket(k + 1);  // marked[bucket[a] .. bucket[a + 1]): predecessors on letter a
+    std::vector<State> marked;         // each state at most once per letter
+    std::vector<State> touched;        // blocks with at least one marked state
     touched.reserve(n);
     while (!work.empty()) {
-        const auto [splitter, a] = work.back();
+        const State splitter = work.back();
         work.pop_back();
-        // Collect first, mark after: marking permutes elems, also inside the splitter itself.
-        marked.clear();
+        // Collect the predecessors for every letter first, grouped by letter, and split after:
+        // splitting permutes elems, also inside the splitter itself. Splitting by the splitter as it
+        // was for the later letters is sound, and complete because any part split off it is queued.
+        std::fill(bucket.begin(), bucket.end(), 0);
         for (Index i = first[splitter]; i < end[splitter]; ++i) {
-            const std::size_t key = std::size_t(elems[i]) * k + a;
-            for (Index j = pred_begin[key]; j < pred_begin[key + 1]; ++j) marked.push_back(pred[j]);
+            const std::size_t base = std::size_t(elems[i]) * k;
+            for (Letter a = 0; a < k; ++a) bucket[a + 1] += pred_begin[base + a + 1] - pred_begin[base + a];
         }
-        for (State p : marked) {
-            const State b = block[p];
-            if (mid[b] == first[b]) touched.push_back(b);
-            const Index to = mid[b]++, from = loc[p];
-            const State other = elems[to];
-            elems[to] = p;
-            loc[p] = to;
-            elems[from] = other;
-            loc[other] = from;
+        for (Letter a = 0; a < k; ++a) bucket[a + 1] += bucket[a];
+        marked.resize(bucket[k]);
+        for (Index i = first[splitter]; i < end[splitter]; ++i) {
+            const std::size_t base = std::size_t(elems[i]) * k;
+            for (Letter a = 0; a < k; ++a)
+                for (Index j = pred_begin[base + a]; j < pred_begin[base + a + 1]; ++j) marked[bucket[a]++] = pred[j];
         }
-        for (State b : touched) {
-            if (mid[b] == end[b]) {  // every state marked: no split
+        // Now bucket[a] is the end of letter a's group.
+        for (Letter a = 0; a < k; ++a) {
+            for (Index m = a == 0 ? 0 : bucket[a - 1]; m < bucket[a]; ++m) {
+                const State p = marked[m], b = block[p];
+                if (mid[b] == first[b]) touched.push_back(b);
+                const Index to = mid[b]++, from = loc[p];
+                const State other = elems[to];
+                elems[to] = p;
+                loc[p] = to;
+                elems[from] = other;
+                loc[other] = from;
+            }
+            for (State b : touched) {
+                if (mid[b] == end[b]) {  // every state marked: no split
+                    mid[b] = first[b];
+                    continue;
+                }
+                const State nb = State(first.size());
+                if (mid[b] - first[b] <= end[b] - mid[b]) {  // the marked part is the smaller one
+                    first.push_back(first[b]);
+                    end.push_back(mid[b]);
+                    first[b] = mid[b];
+                } else {
+                    first.push_back(mid[b]);
+                    end.push_back(end[b]);
+                    end[b] = mid[b];
+                }
+                mid.push_back(first[nb]);
                 mid[b] = first[b];
-                continue;
+                for (Index i = first[nb]; i < end[nb]; ++i) block[elems[i]] = nb;
+                work.push_back(nb);
             }
-            const State nb = State(first.size());
-            if (mid[b] - first[b] <= end[b] - mid[b]) {  // the marked part is the smaller one
-                first.push_back(first[b]);
-                end.push_back(mid[b]);
-                first[b] = mid[b];
-            } else {
-                first.push_back(mid[b]);
-                end.push_back(end[b]);
-                end[b] = mid[b];
-            }
-            mid.push_back(first[nb]);
-            mid[b] = first[b];
-            for (Index i = first[nb]; i < end[nb]; ++i) block[elems[i]] = nb;
-            for (Letter c = 0; c < k; ++c) work.emplace_back(nb, c);
+            touched.clear();
         }
-        touched.clear();
     }
 
     // Number the classes in order of their first state.
