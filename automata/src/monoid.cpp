@@ -13,12 +13,14 @@ namespace statetrack::automata {
 namespace {
 
 // The BFS closure over transformations stored compactly: element i occupies
-// arena[i*n .. (i+1)*n), T being the narrowest unsigned type that holds a state index, and an
+// arena[i*stride .. i*stride+n), T being the narrowest unsigned type that holds a state index,
+// zero-padded to a multiple of 8 bytes so hashing and comparing read whole words; an
 // open-addressing hash table maps transformations to element indices. Element i > 0 is
 // element parent[i] followed by letter[i]; BFS order makes that a shortest word.
 template <class T>
 struct Closure {
     std::size_t n = 0;
+    std::size_t stride = 0;  // n rounded up to a multiple of 8 bytes
     std::vector<T> arena;
     std::vector<std::uint32_t> parent;
     std::vector<Letter> letter;
@@ -29,17 +31,28 @@ struct Closure {
     bool complete = false;
 
     std::size_t size() const { return parent.size(); }
-    const T* element(std::size_t i) const { return arena.data() + i * n; }
+    const T* element(std::size_t i) const { return arena.data() + i * stride; }
 
-    static std::uint64_t hash(const T* x, std::size_t n) {
+    static std::size_t padded(std::size_t n) { return (n * sizeof(T) + 7) / 8 * 8 / sizeof(T); }
+
+    static std::uint64_t word(const T* x, std::size_t byte) {
+        std::uint64_t w;
+        std::memcpy(&w, reinterpret_cast<const unsigned char*>(x) + byte, 8);
+        return w;
+    }
+
+    bool equal(const T* x, const T* y) const {
+        for (std::size_t b = 0; b < stride * sizeof(T); b += 8)
+            if (word(x, b) != word(y, b)) return false;
+        return true;
+    }
+
+    // x must be padded with zeros to the stride.
+    std::uint64_t hash(const T* x) const {
         // 8 bytes at a time, then the murmur3 finalizer: the table uses the low bits.
-        const auto* bytes = reinterpret_cast<const unsigned char*>(x);
-        const std::size_t len = n * sizeof(T);
-        std::uint64_t h = 0x9E3779B97F4A7C15ull ^ len;
-        for (std::size_t i = 0; i < len; i += 8) {
-            std::uint64_t w = 0;
-            std::memcpy(&w, bytes + i, std::min<std::size_t>(8, len - i));
-            h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+        std::uint64_t h = 0x9E3779B97F4A7C15ull;
+        for (std::size_t b = 0; b < stride * sizeof(T); b += 8) {
+            h = (h ^ word(x, b)) * 0xBF58476D1CE4E5B9ull;
             h = (h << 31) | (h >> 33);
         }
         h ^= h >> 33;
@@ -57,12 +70,12 @@ struct Closure {
             const std::uint64_t e = slots[s];
             if (e == 0) return ~s;
             const std::size_t i = (e & 0xFFFFFFFF) - 1;
-            if ((e & ~std::uint64_t(0xFFFFFFFF)) == tag && std::memcmp(element(i), x, n * sizeof(T)) == 0) return i;
+            if ((e & ~std::uint64_t(0xFFFFFFFF)) == tag && equal(element(i), x)) return i;
         }
     }
 
     std::optional<std::size_t> find(const T* x) const {
-        const std::size_t r = probe(x, hash(x, n));
+        const std::size_t r = probe(x, hash(x));
         if (r >= size()) return std::nullopt;  // ~slot is a huge number
         return r;
     }
@@ -75,7 +88,7 @@ struct Closure {
         std::vector<std::uint64_t> bigger(slots.empty() ? 64 : slots.size() * 2, 0);
         const std::size_t mask = bigger.size() - 1;
         for (std::size_t i = 0; i < size(); ++i) {
-            const std::uint64_t h = hash(element(i), n);
+            const std::uint64_t h = hash(element(i));
             std::size_t s = h & mask;
             while (bigger[s] != 0) s = (s + 1) & mask;
             bigger[s] = slot_value(h, i);
@@ -84,13 +97,12 @@ struct Closure {
     }
 
     // Adds x unless present; returns false when x is new but the limit is reached.
-    bool insert(const T* x, std::uint32_t from, Letter a) {
-        const std::uint64_t h = hash(x, n);
+    bool insert(const T* x, std::uint64_t h, std::uint32_t from, Letter a) {
         const std::size_t r = probe(x, h);
         if (r < size()) return true;
         if (size() >= limit) return false;
         slots[~r] = slot_value(h, size());
-        arena.insert(arena.end(), x, x + n);
+        arena.insert(arena.end(), x, x + stride);
         parent.push_back(from);
         letter.push_back(a);
         if (2 * size() > slots.size()) grow();
@@ -110,20 +122,27 @@ Closure<T> close(const Dfa& dfa, std::size_t limit) {
     Closure<T> c;
     const std::size_t n = dfa.num_states(), k = dfa.num_letters();
     c.n = n;
+    c.stride = Closure<T>::padded(n);
     c.limit = monoid_element_limit(n, limit);
     c.grow();
-    std::vector<T> letter_maps(k * n), product(n);
+    std::vector<T> letter_maps(k * n), products(k * c.stride, T(0));
+    std::vector<std::uint64_t> hashes(k);
     for (std::size_t a = 0; a < k; ++a)
         for (std::size_t q = 0; q < n; ++q) letter_maps[a * n + q] = T(dfa.next(State(q), Letter(a)));
-    for (std::size_t q = 0; q < n; ++q) product[q] = T(q);
-    c.insert(product.data(), 0, 0);
+    for (std::size_t q = 0; q < n; ++q) products[q] = T(q);
+    c.insert(products.data(), c.hash(products.data()), 0, 0);
     for (std::size_t i = 0; i < c.size(); ++i) {
+        // All k products first, prefetching their slots, so the k cache misses overlap.
+        const T* x = c.element(i);
         for (std::size_t a = 0; a < k; ++a) {
-            const T* x = c.element(i);
             const T* m = letter_maps.data() + a * n;
-            for (std::size_t q = 0; q < n; ++q) product[q] = m[x[q]];
-            if (!c.insert(product.data(), std::uint32_t(i), Letter(a))) return c;
+            T* y = products.data() + a * c.stride;
+            for (std::size_t q = 0; q < n; ++q) y[q] = m[x[q]];
+            hashes[a] = c.hash(y);
+            __builtin_prefetch(&c.slots[hashes[a] & (c.slots.size() - 1)]);
         }
+        for (std::size_t a = 0; a < k; ++a)
+            if (!c.insert(products.data() + a * c.stride, hashes[a], std::uint32_t(i), Letter(a))) return c;
     }
     c.complete = true;
     return c;
@@ -155,8 +174,9 @@ struct ElementInspector {
     std::vector<T> idempotent;
     std::uint32_t round = 0;
 
-    explicit ElementInspector(std::size_t states)
-        : n(states), stamp(states, 0), inverse(states, 0), colour(states, 0), idempotent(states) {}
+    // The idempotent buffer is zero-padded to the closure's stride, so it can be looked up.
+    ElementInspector(std::size_t states, std::size_t stride)
+        : n(states), stamp(states, 0), inverse(states, 0), colour(states, 0), idempotent(stride, T(0)) {}
 
     // The lcm of the cycle lengths of x's functional graph: the period of x in <x>.
     std::size_t period(const T* x) {
@@ -213,7 +233,7 @@ MonoidSummary summarize(const Dfa& dfa, const Closure<T>& c) {
     bool all_permutations = true;
     for (std::size_t a = 0; a < dfa.num_letters(); ++a) all_permutations = all_permutations && is_permutation(dfa, Letter(a));
 
-    ElementInspector<T> inspect(c.n);
+    ElementInspector<T> inspect(c.n, c.stride);
     std::vector<std::size_t> h_class(c.complete ? c.size() : 0, 0);  // group elements per idempotent
     for (std::size_t i = 0; i < c.size(); ++i) {
         const T* x = c.element(i);
@@ -260,7 +280,7 @@ MonoidSummary summarize(const Dfa& dfa, const Closure<T>& c) {
 
 std::size_t monoid_element_limit(std::size_t num_states, std::size_t limit) {
     const std::size_t bytes_per_element = std::max<std::size_t>(
-        1, num_states * (num_states <= 256 ? 1 : num_states <= 65536 ? 2 : 4) + 40);  // + parent, letter, slots
+        1, (num_states * (num_states <= 256 ? 1 : num_states <= 65536 ? 2 : 4) + 7) / 8 * 8 + 40);  // + parent, letter, slots
     const std::size_t fits = monoid_memory_budget_bytes / bytes_per_element;
     const std::size_t index_max = std::numeric_limits<std::uint32_t>::max() / 4;  // indices are 32-bit
     return std::max<std::size_t>(1, std::min({limit, fits, index_max}));
