@@ -23,5 +23,7 @@ void add_minimize(CLI::App& app);
 void add_zoo(CLI::App& app);
 void add_compile(CLI::App& app);
 void add_run(CLI::App& app);
+void add_train(CLI::App& app);
+void add_eval(CLI::App& app);
 
 }  // namespace statetrack::cli

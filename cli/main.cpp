@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
     cli::add_zoo(app);
     cli::add_compile(app);
     cli::add_run(app);
+    cli::add_train(app);
+    cli::add_eval(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::Success& e) {

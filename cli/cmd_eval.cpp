@@ -1,0 +1,57 @@
+// `statetrack eval CHECKPOINT`: accuracy of a trained model at other test lengths.
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "command.hpp"
+#include "statetrack/automata/error.hpp"
+#include "statetrack/gpu/trainer.hpp"
+
+namespace statetrack::cli {
+
+namespace {
+
+struct EvalArgs {
+    std::string checkpoint, test_len = "40:256";
+    std::size_t words = 16;
+    bool json = false, per_length = false;
+};
+
+void run_eval(const EvalArgs& a) {
+    using namespace gpu;
+    const LengthRange lengths = parse_length_range(a.test_len, "--test-len");
+    if (a.words < 1 || a.words > max_eval_words)
+        throw InputError("argument", "--eval-words", fmt::format("must be 1..{}", max_eval_words));
+    const Checkpoint c = read_checkpoint(a.checkpoint);
+    const Evaluation e = evaluate(c, lengths, a.words);
+    if (a.json) {
+        nlohmann::json out = evaluation_to_json(e, true);
+        out["checkpoint"] = a.checkpoint;
+        out["step"] = c.step;
+        out["task"] = c.task.spec;
+        out["model"] = config_to_json(c.options.model);
+        print_json(out);
+        return;
+    }
+    fmt::print("checkpoint: {} (step {}, task {}, model {} eig [{}])\n", a.checkpoint, c.step, c.task.spec,
+               model_name(c.options.model), to_string(c.options.model.eig));
+    fmt::print("lengths {}..{}, {} words each: accuracy {:.4f} (worst length {:.4f}), chance {:.4f}, scaled accuracy {:.4f}\n",
+               lengths.min, lengths.max, a.words, e.accuracy, e.min_accuracy, e.chance, e.scaled_accuracy);
+    if (a.per_length)
+        for (const auto& l : e.lengths) fmt::print("  length {:5}: {:.4f}\n", l.length, l.accuracy);
+}
+
+}  // namespace
+
+void add_eval(CLI::App& app) {
+    auto a = std::make_shared<EvalArgs>();
+    CLI::App* cmd = app.add_subcommand("eval", "Evaluate a training checkpoint at test lengths");
+    cmd->add_option("checkpoint", a->checkpoint, "A checkpoint.bin written by `statetrack train`")->required();
+    cmd->add_option("--test-len", a->test_len, "Test word lengths MIN:MAX")->capture_default_str();
+    cmd->add_option("--eval-words", a->words, "Test words per length")->capture_default_str();
+    cmd->add_flag("--per-length", a->per_length, "Print the accuracy of every length");
+    cmd->add_flag("--json", a->json, "Print JSON on stdout (always per length)");
+    cmd->callback([a] { run_eval(*a); });
+}
+
+}  // namespace statetrack::cli

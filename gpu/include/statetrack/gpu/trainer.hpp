@@ -1,0 +1,37 @@
+#pragma once
+// The training loop (CPU reference backend) and evaluation at the test lengths.
+//
+// Outputs in options.out_dir: metrics.jsonl (one record per evaluation), checkpoint.bin (after
+// each evaluation; never after a non-finite loss), summary.json (at the end). See docs/training.md.
+#include <iosfwd>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "statetrack/gpu/checkpoint.hpp"
+
+namespace statetrack::gpu {
+
+struct LengthAccuracy {
+    std::size_t length = 0, words = 0;
+    double accuracy = 0;  // final labels: fraction of words right; every position: of positions right
+};
+
+struct Evaluation {
+    std::vector<LengthAccuracy> lengths;
+    double accuracy = 0;         // mean over lengths
+    double min_accuracy = 0;     // worst length
+    double chance = 0;           // 1 / classes
+    double scaled_accuracy = 0;  // (accuracy - chance) / (1 - chance)
+};
+nlohmann::json evaluation_to_json(const Evaluation& evaluation, bool per_length);
+
+// A fixed test set: `words` words of every length in `lengths` (from a stream of `seed` that
+// training never uses), run with the weights of `checkpoint`.
+Evaluation evaluate(const Checkpoint& checkpoint, LengthRange lengths, std::size_t words);
+
+// Trains (or resumes, with options.resume) and returns the summary (also written to summary.json).
+// Throws InputError for a mismatched checkpoint on resume and for a loss that turns non-finite.
+nlohmann::json train(const Task& task, const TrainOptions& options, std::ostream* progress);
+
+}  // namespace statetrack::gpu

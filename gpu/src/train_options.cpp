@@ -1,0 +1,72 @@
+#include "statetrack/gpu/train_options.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "statetrack/automata/error.hpp"
+
+namespace statetrack::gpu {
+
+Precision parse_precision(const std::string& text) {
+    if (text == "fp32") return Precision::fp32;
+    if (text == "fp64") return Precision::fp64;
+    throw InputError("argument", "--precision", fmt::format("unknown precision '{}' (fp32 or fp64)", text));
+}
+
+const char* to_string(Precision precision) { return precision == Precision::fp32 ? "fp32" : "fp64"; }
+
+void validate(const TrainOptions& o) {
+    validate(o.model);
+    auto bad = [](const char* option, std::string message) { throw InputError("argument", option, std::move(message)); };
+    if (o.batch < 1 || o.batch > max_batch) bad("--batch", fmt::format("batch {} must be 1..{}", o.batch, max_batch));
+    if (o.steps < 1 || o.steps > max_steps) bad("--steps", fmt::format("steps {} must be 1..{}", o.steps, max_steps));
+    if (!(o.adamw.lr > 0) || !std::isfinite(o.adamw.lr)) bad("--lr", "the learning rate must be a positive number");
+    if (!(o.adamw.clip >= 0) || !std::isfinite(o.adamw.clip)) bad("--clip", "the clipping norm must be >= 0 (0: off)");
+    if (!(o.adamw.weight_decay >= 0) || o.adamw.weight_decay * o.adamw.lr >= 1)
+        bad("--weight-decay", "weight decay must be >= 0 with lr * weight_decay < 1");
+    if (o.eval_words < 1 || o.eval_words > max_eval_words) bad("--eval-words", fmt::format("must be 1..{}", max_eval_words));
+    if (o.out_dir.empty()) bad("--out", "an output folder is required");
+}
+
+nlohmann::json options_to_json(const TrainOptions& o) {
+    return {{"model", config_to_json(o.model)},
+            {"batch", o.batch},
+            {"steps", o.steps},
+            {"lr", o.adamw.lr},
+            {"min_lr", o.adamw.min_lr},
+            {"warmup_fraction", o.adamw.warmup_fraction},
+            {"weight_decay", o.adamw.weight_decay},
+            {"clip", o.adamw.clip},
+            {"seed", o.seed},
+            {"train_len", {o.train_len.min, o.train_len.max}},
+            {"test_len", {o.test_len.min, o.test_len.max}},
+            {"eval_every", o.eval_interval()},
+            {"eval_words", o.eval_words},
+            {"precision", to_string(o.precision)}};
+}
+
+TrainOptions options_from_json(const nlohmann::json& j, const std::string& origin) {
+    try {
+        TrainOptions o;
+        o.model = config_from_json(j.at("model"), origin);
+        o.batch = j.at("batch").get<std::size_t>();
+        o.steps = j.at("steps").get<std::size_t>();
+        o.adamw.lr = j.at("lr").get<double>();
+        o.adamw.min_lr = j.at("min_lr").get<double>();
+        o.adamw.warmup_fraction = j.at("warmup_fraction").get<double>();
+        o.adamw.weight_decay = j.at("weight_decay").get<double>();
+        o.adamw.clip = j.at("clip").get<double>();
+        o.seed = j.at("seed").get<std::uint64_t>();
+        o.train_len = {j.at("train_len").at(0).get<std::size_t>(), j.at("train_len").at(1).get<std::size_t>()};
+        o.test_len = {j.at("test_len").at(0).get<std::size_t>(), j.at("test_len").at(1).get<std::size_t>()};
+        o.eval_every = j.at("eval_every").get<std::size_t>();
+        o.eval_words = j.at("eval_words").get<std::size_t>();
+        o.precision = parse_precision(j.at("precision").get<std::string>());
+        return o;
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(origin, "/options", fmt::format("malformed options: {}", e.what()));
+    }
+}
+
+}  // namespace statetrack::gpu
