@@ -1,0 +1,243 @@
+// bench_train_step: the CUDA backend's training step (forward, loss, backward, AdamW as one CUDA
+// graph) at the paper's sizes: ms/step, tokens/s and device memory; and, with --learn, the wall
+// time for a deltanet to reach scaled accuracy 1.0 on parity at test lengths 40-256.
+//
+//   bench_train_step [--steps N] [--out FILE] [--learn] [--learn-steps N] [--lr X]
+//
+// Targets (issue 7, one H100): 2-layer deltanet, d_model 128, 4 heads, batch 1024: <= 1.7 ms/step
+// at T = 40 and <= 6 ms/step at T = 256. Without a GPU it says so and exits 0.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "statetrack/automata/dfa.hpp"
+#include "statetrack/automata/files.hpp"
+#include "statetrack/gpu/cuda_backend.hpp"
+#include "statetrack/gpu/random.hpp"
+
+using namespace statetrack;
+using namespace statetrack::gpu;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+struct Shape {
+    std::string name, model;
+    std::size_t layers, T, vocab, classes;
+    MatmulPrecision matmul = MatmulPrecision::tf32;
+    bool graphs = true;
+};
+
+// Words of full length T with random letters and a label at every position (the cost of a step
+// does not depend on the labels).
+Batch full_batch(std::size_t B, std::size_t T, std::size_t vocab, std::size_t classes, std::uint64_t stream) {
+    Rng rng = make_rng(7, stream);
+    Batch batch;
+    batch.batch = B, batch.length = T;
+    batch.lengths.assign(B, std::int32_t(T));
+    batch.tokens.resize(B * T), batch.targets.resize(B * T);
+    for (std::size_t i = 0; i < B * T; ++i) {
+        batch.tokens[i] = std::int32_t(uniform_below(rng, vocab));
+        batch.targets[i] = std::int32_t(uniform_below(rng, classes));
+    }
+    return batch;
+}
+
+nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
+    ModelConfig c;
+    parse_model_name(s.model, c);
+    c.eig = EigRange::signed_unit;
+    c.layers = s.layers, c.d_model = 128, c.heads = 4, c.vocab = s.vocab, c.classes = s.classes;
+    validate(c);
+    const std::size_t before = cuda_device_bytes_in_use();
+    CudaSession session = make_cuda_session(c, {s.matmul, s.graphs, false});
+    const auto layout = parameter_layout(c);
+    std::vector<float> w(layout.total);
+    init_parameters<float>(c, layout, 1, w);
+    upload_parameters(session, w);
+    AdamWOptions o;
+    std::vector<Batch> batches;  // rotate through a few, as training would
+    for (std::size_t i = 0; i < 4; ++i) batches.push_back(full_batch(B, s.T, c.vocab, c.classes, i));
+    for (std::size_t i = 0; i < 3; ++i) cuda_train_step(session, batches[i % 4], o, i, 1e-4);  // capture, warm up
+    std::vector<double> times;
+    double loss = 0;
+    for (std::size_t i = 0; i < steps; ++i) {
+        const auto start = Clock::now();
+        loss = cuda_train_step(session, batches[i % 4], o, 3 + i, 1e-4).loss;
+        times.push_back(seconds_since(start));
+    }
+    const double ms = 1e3 * median(times);
+    const std::size_t peak = cuda_device_bytes_in_use() - before;
+    return {{"shape", s.name},      {"model", s.model},
+            {"layers", s.layers},   {"d_model", 128},
+            {"heads", 4},           {"batch", B},
+            {"T", s.T},             {"matmul", to_string(s.matmul)},
+            {"graphs", s.graphs},   {"ms_per_step", ms},
+            {"tokens_per_s", double(B * s.T) / (ms * 1e-3)},
+            {"session_mib", double(cuda_session_bytes(session)) / double(1 << 20)},
+            {"device_mib", double(peak) / double(1 << 20)},
+            {"loss", loss}};
+}
+
+automata::Dfa parity_dfa() {
+    auto dfa = automata::make_dfa(2, {"0", "1"}, "parity");
+    dfa.next(0, 1) = 1;
+    dfa.next(1, 1) = 0;
+    dfa.accepting[0] = true;
+    return dfa;
+}
+
+// All test words (words_per_length of every length 40..256) in one batch padded to 256.
+Batch test_batch(const Task& task, std::size_t words_per_length) {
+    Batch all;
+    all.length = 256;
+    for (std::size_t len = 40; len <= 256; ++len) {
+        const Batch b = sample_batch(task, words_per_length, {len, len}, 12345, 1'000'000 + len);
+        for (std::size_t i = 0; i < b.batch; ++i) {
+            all.tokens.insert(all.tokens.end(), b.tokens.begin() + std::ptrdiff_t(i * len),
+                              b.tokens.begin() + std::ptrdiff_t((i + 1) * len));
+            all.tokens.resize((all.batch + 1) * 256, 0);
+            all.targets.insert(all.targets.end(), b.targets.begin() + std::ptrdiff_t(i * len),
+                               b.targets.begin() + std::ptrdiff_t((i + 1) * len));
+            all.targets.resize((all.batch + 1) * 256, -1);
+            all.lengths.push_back(std::int32_t(len));
+            ++all.batch;
+        }
+    }
+    return all;
+}
+
+// Scaled accuracy over the final labels (mean over lengths of per-length accuracy).
+double scaled_accuracy(CudaSession& session, const Batch& test, std::vector<float>& logits) {
+    cuda_forward(session, test, logits);
+    std::size_t correct = 0, total = 0;
+    for (std::size_t b = 0; b < test.batch; ++b) {
+        const std::size_t n = b * test.length + std::size_t(test.lengths[b]) - 1;
+        const int target = test.targets[n];
+        if (target < 0) continue;
+        const float* z = logits.data() + n * 2;
+        correct += (z[1] > z[0] ? 1 : 0) == target;
+        ++total;
+    }
+    const double acc = double(correct) / double(total);  // every length has the same number of words
+    return (acc - 0.5) / 0.5;
+}
+
+nlohmann::json learn(EigRange eig, std::size_t steps, double lr, std::uint64_t seed) {
+    Task task{parity_dfa(), "zoo:parity", LabelMode::final_position, Target::accept};
+    ModelConfig c;
+    c.mixer = Mixer::deltanet, c.eig = eig, c.layers = 2, c.d_model = 128, c.heads = 4;
+    c.vocab = vocab_size(task), c.classes = num_classes(task);
+    validate(c);
+    CudaSession session = make_cuda_session(c, {MatmulPrecision::tf32, true, false});
+    const auto layout = parameter_layout(c);
+    std::vector<float> w(layout.total);
+    init_parameters<float>(c, layout, seed, w);
+    upload_parameters(session, w);
+    AdamWOptions o;
+    o.lr = lr;
+    const Batch test = test_batch(task, 8);
+    std::vector<float> logits;
+    const auto start = Clock::now();
+    nlohmann::json curve = nlohmann::json::array();
+    double best = -1, solved_at = -1;
+    std::size_t step = 0;
+    for (; step < steps; ++step) {
+        const Batch batch = sample_batch(task, 1024, {3, 40}, seed, step);
+        const double loss = cuda_train_step(session, batch, o, step, learning_rate(o, step, steps)).loss;
+        if ((step + 1) % 100 == 0 || step + 1 == steps) {
+            const double scaled = scaled_accuracy(session, test, logits);
+            best = std::max(best, scaled);
+            curve.push_back({{"step", step + 1}, {"loss", loss}, {"scaled_accuracy", scaled},
+                             {"seconds", seconds_since(start)}});
+            fmt::print(stderr, "  eig {} step {} loss {:.4f} scaled accuracy {:.4f} ({:.1f} s)\n", to_string(eig),
+                       step + 1, loss, scaled, seconds_since(start));
+            if (scaled >= 1.0) {
+                solved_at = seconds_since(start);
+                ++step;
+                break;
+            }
+        }
+    }
+    return {{"task", "zoo:parity"}, {"model", "deltanet"}, {"eig", to_string(eig)}, {"layers", 2},
+            {"d_model", 128},       {"heads", 4},          {"batch", 1024},         {"lr", lr},
+            {"schedule_steps", steps}, {"steps_run", step}, {"best_scaled_accuracy", best},
+            {"seconds_to_solve", solved_at}, {"seconds", seconds_since(start)}, {"curve", curve}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::size_t steps = 50, learn_steps = 3000;
+    double lr = 1e-3;
+    bool do_learn = false, only_learn = false;
+    std::string out = "bench_train_step.json";
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto value = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+        if (a == "--steps") steps = std::stoul(value());
+        else if (a == "--out") out = value();
+        else if (a == "--learn") do_learn = true;
+        else if (a == "--only-learn") do_learn = only_learn = true;
+        else if (a == "--learn-steps") learn_steps = std::stoul(value());
+        else if (a == "--lr") lr = std::stod(value());
+        else {
+            fmt::print(stderr, "usage: bench_train_step [--steps N] [--out FILE] [--learn|--only-learn] [--learn-steps N] [--lr X]\n");
+            return 2;
+        }
+    }
+    std::string why;
+    if (!cuda_available(&why)) {
+        fmt::print("bench_train_step: no CUDA device ({}); nothing to measure\n", why);
+        return 0;
+    }
+    nlohmann::json result = {{"device", cuda_device_description()}, {"steps", steps}};
+    nlohmann::json rows = nlohmann::json::array();
+    if (!only_learn) {
+        std::vector<Shape> shapes;
+        for (std::size_t T : {40, 256}) {
+            shapes.push_back({"deltanet", "deltanet", 2, T, 2, 2});
+            shapes.push_back({"mamba", "mamba", 2, T, 2, 2});
+            shapes.push_back({"deltaproduct:2", "deltaproduct:2", 2, T, 2, 2});
+            shapes.push_back({"modarith (3 layers)", "deltanet", 3, T, 8, 5});
+        }
+        shapes.push_back({"deltanet, fp32 products", "deltanet", 2, 40, 2, 2, MatmulPrecision::fp32});
+        shapes.push_back({"deltanet, no graph", "deltanet", 2, 40, 2, 2, MatmulPrecision::tf32, false});
+        shapes.push_back({"lstm", "lstm", 2, 40, 2, 2});
+        fmt::print("{:<26} {:>5} {:>6} {:>5} {:>10} {:>14} {:>11}\n", "shape", "T", "matmul", "graph", "ms/step",
+                   "tokens/s", "device MiB");
+        for (const Shape& s : shapes) {
+            const auto r = time_shape(s, 1024, steps);
+            rows.push_back(r);
+            fmt::print("{:<26} {:>5} {:>6} {:>5} {:>10.3f} {:>14.3e} {:>11.0f}\n", s.name, s.T, to_string(s.matmul),
+                       s.graphs ? "yes" : "no", r["ms_per_step"].get<double>(), r["tokens_per_s"].get<double>(),
+                       r["device_mib"].get<double>());
+        }
+    }
+    result["rows"] = rows;
+    if (do_learn) {
+        nlohmann::json runs = nlohmann::json::array();
+        for (EigRange eig : {EigRange::signed_unit, EigRange::unit}) {
+            runs.push_back(learn(eig, learn_steps, lr, 1));
+            const auto& r = runs.back();
+            fmt::print("learn parity, deltanet eig {}: best scaled accuracy {:.4f}, solved after {:.1f} s ({} steps, {:.1f} s run)\n",
+                       to_string(eig), r["best_scaled_accuracy"].get<double>(), r["seconds_to_solve"].get<double>(),
+                       r["steps_run"].get<std::size_t>(), r["seconds"].get<double>());
+        }
+        result["learn"] = runs;
+    }
+    write_file_atomically(out, result.dump(2) + "\n");
+    return 0;
+}

@@ -1,0 +1,92 @@
+#pragma once
+// The CUDA backend: the model of model.hpp on one GPU, mirroring the CPU reference (cpu_backend.hpp)
+// operation for operation, in fp32 (recurrent state, master weights, optimizer state). Matrix
+// products go through cuBLAS: exact fp32 (MatmulPrecision::fp32, tested to 1e-5 against the
+// reference) or TF32 tensor cores with fp32 accumulation (MatmulPrecision::tf32, the fast default
+// for training, tested to 2e-2). A whole training step (upload of the batch, forward, loss,
+// backward, gradient norm, AdamW) is one CUDA graph per batch shape (B, T), replayed every step.
+//
+// This header has no CUDA types, so the trainer, the CLI and the tests compile without nvcc; without
+// the backend (or without a GPU) cuda_available() is false and every other call throws InputError.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "statetrack/gpu/model.hpp"
+#include "statetrack/gpu/optimizer.hpp"
+#include "statetrack/gpu/task.hpp"
+
+namespace statetrack::gpu {
+
+enum class MatmulPrecision { fp32, tf32 };
+MatmulPrecision parse_matmul_precision(const std::string& text);  // "fp32" | "tf32"
+const char* to_string(MatmulPrecision precision);
+
+// True when this build has the CUDA backend (nvcc was found at configure time).
+bool cuda_backend_built();
+// True when the backend is built and a CUDA device can be used; `why` says why not otherwise.
+bool cuda_available(std::string* why = nullptr);
+// "NVIDIA H100 80GB HBM3, 132 SMs, 79.1 GiB" (empty when unavailable).
+std::string cuda_device_description();
+
+struct CudaOptions {
+    MatmulPrecision matmul = MatmulPrecision::tf32;
+    bool graphs = true;  // capture each training-step shape once and replay it
+    bool poison = false; // tests: fill the workspace and gradients with NaN before every call
+};
+
+// Head dimensions with a register-resident recurrence kernel (d_model / heads must be one of these).
+inline constexpr std::size_t cuda_head_dims[] = {4, 8, 16, 32};
+
+struct CudaSessionState;  // device buffers, cuBLAS handle, graphs (cuda_backend.cu)
+struct CudaSessionDeleter {
+    void operator()(CudaSessionState* state) const;
+};
+
+// One model on the device: parameters, gradients, AdamW moments and the activation workspace.
+struct CudaSession {
+    ModelConfig config;
+    ParameterLayout layout;
+    CudaOptions options;
+    std::unique_ptr<CudaSessionState, CudaSessionDeleter> state;
+};
+
+// Throws InputError when CUDA is unavailable or the configuration has no kernel here (head_dim).
+CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& options = {});
+
+// Host <-> device copies of the parameter buffer (layout.total values) and the optimizer state.
+void upload_parameters(CudaSession& session, std::span<const float> params);
+void download_parameters(const CudaSession& session, std::span<float> params);
+void upload_moments(CudaSession& session, std::span<const float> m, std::span<const float> v);
+void download_moments(const CudaSession& session, std::span<float> m, std::span<float> v);
+void download_gradients(const CudaSession& session, std::span<float> grads);
+
+// Forward pass only; the logits, row-major [B*T][classes], come back into `logits`.
+void cuda_forward(CudaSession& session, const Batch& batch, std::vector<float>& logits);
+
+// Forward, cross-entropy and backward; gradients stay on the device (download_gradients).
+// Returns the mean cross-entropy over the labelled positions, as loss_and_gradient does.
+double cuda_loss_and_gradient(CudaSession& session, const Batch& batch);
+
+// The result of one training step.
+struct CudaStepResult {
+    double loss = 0, grad_norm = 0;
+};
+
+// One AdamW step on the gradients of the last cuda_loss_and_gradient (as adamw_step with
+// gradient_norm on the CPU, clipping included).
+CudaStepResult cuda_adamw_step(CudaSession& session, const AdamWOptions& options, std::size_t step, double lr);
+
+// cuda_loss_and_gradient + cuda_adamw_step as one graph replay (captured at the first step of each
+// batch shape when options.graphs).
+CudaStepResult cuda_train_step(CudaSession& session, const Batch& batch, const AdamWOptions& options,
+                               std::size_t step, double lr);
+
+// Bytes of device memory the session's own allocations hold.
+std::size_t cuda_session_bytes(const CudaSession& session);
+// Bytes in use on the device now (total - free, every allocator of the process included: cuBLAS too).
+std::size_t cuda_device_bytes_in_use();
+
+}  // namespace statetrack::gpu

@@ -1,0 +1,591 @@
+// The CUDA backend's host side: the device workspace plan, forward_pass / backward_pass in the
+// order of cpu_backend.cpp (with the q, k, v projections, their convolutions and the SwiGLU gate
+// and up projections each done as one wider operation, since their weights are adjacent in the
+// parameter buffer), cuBLAS products, and the CUDA graph of a whole training step.
+// (No fmt here: nvcc rejects fmt 9's compile-time format strings.)
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+#include <utility>
+
+#include <cstdio>
+
+#include "kernels.cuh"
+#include "statetrack/automata/error.hpp"
+#include "statetrack/gpu/cuda_backend.hpp"
+
+namespace statetrack::gpu {
+
+using namespace cuda;
+
+namespace {
+
+void check_blas(cublasStatus_t status, const char* what) {
+    if (status != CUBLAS_STATUS_SUCCESS)
+        throw std::runtime_error(std::string("cuBLAS: ") + what + ": " + cublasGetStatusString(status));
+}
+#define STATETRACK_BLAS(call) check_blas((call), #call)
+
+[[noreturn]] void unavailable(const std::string& why) { throw InputError("--device", "cuda", why); }
+
+// Offsets (in floats) of the activations of one batch shape inside the workspace.
+struct LayerActs {
+    std::size_t xn1, r1, pre, act, zg, saved, final, o, ro, on;  // linear-attention mixers
+    std::size_t z, c, h, hprev;                                   // lstm
+    std::size_t x_mid, xn2, r2, gu, hm;
+};
+struct Plan {
+    std::size_t B, T, N, d, H, dh, F, m, C, K, qkv, gw;
+    bool training;
+    std::vector<std::size_t> x;
+    std::vector<LayerActs> layers;
+    std::size_t xnf, rf, logits, dlogits;
+    std::size_t dx, dxn, s1, s2, s3, dz, dh_next, dc_next;
+    std::size_t tokens, targets;  // int32 arrays, stored in float-sized slots
+    std::size_t total = 0;
+};
+
+Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training) {
+    Plan p{};
+    p.B = B, p.T = T, p.N = B * T, p.d = c.d_model, p.H = c.heads, p.dh = c.head_dim(), p.F = c.factors;
+    p.m = c.mlp_width(), p.C = c.classes, p.K = c.conv_kernel;
+    p.qkv = p.d + 2 * p.F * p.d;
+    p.gw = c.mixer == Mixer::mamba ? p.d : p.F * p.H;
+    p.training = training;
+    auto take = [&](std::size_t count) {
+        const std::size_t at = p.total;
+        p.total += (count + 63) / 64 * 64;  // 256-byte alignment of every array
+        return at;
+    };
+    const std::size_t N = p.N, d = p.d;
+    const bool lstm = c.mixer == Mixer::lstm, mamba = c.mixer == Mixer::mamba;
+    p.tokens = take(N), p.targets = take(N);
+    p.x.push_back(take(N * d));
+    for (std::size_t l = 0; l < c.layers; ++l) {
+        LayerActs a{};
+        a.xn1 = take(N * d), a.r1 = take(N);
+        if (lstm) {
+            a.z = take(N * 4 * d), a.c = take(N * d), a.h = take(N * d), a.hprev = take(N * d);
+        } else {
+            a.pre = take(N * p.qkv), a.act = take(N * p.qkv), a.zg = take(N * p.gw);
+            if (training) {
+                if (mamba) a.saved = take(N * p.H * p.dh * p.dh);
+                else a.saved = take(N * p.F * d), a.final = take(B * p.H * p.dh * p.dh);
+            }
+            a.o = take(N * d), a.ro = take(N * p.H), a.on = take(N * d);
+        }
+        a.x_mid = take(N * d), a.xn2 = take(N * d), a.r2 = take(N), a.gu = take(N * 2 * p.m), a.hm = take(N * p.m);
+        p.layers.push_back(a);
+        p.x.push_back(take(N * d));
+    }
+    p.xnf = take(N * d), p.rf = take(N), p.logits = take(N * p.C);
+    if (training) {
+        const std::size_t wide = std::max({p.qkv, 2 * p.m, 4 * d});
+        p.dlogits = take(N * p.C), p.dx = take(N * d), p.dxn = take(N * d);
+        p.s1 = take(N * wide), p.s2 = take(N * wide), p.s3 = take(N * wide), p.dz = take(N * std::max(p.gw, d));
+        p.dh_next = take(B * d), p.dc_next = take(B * d);
+    }
+    return p;
+}
+
+struct Graph {
+    cudaGraphExec_t exec = nullptr;
+};
+
+}  // namespace
+
+struct CudaSessionState {
+    cudaStream_t stream = nullptr;
+    cublasHandle_t blas = nullptr;
+    cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+    float *params = nullptr, *grads = nullptr, *m = nullptr, *v = nullptr;
+    std::uint8_t* decay_mask = nullptr;
+    void* blas_workspace = nullptr;
+    float* work = nullptr;
+    std::size_t work_floats = 0;
+    StepParams* params_device = nullptr;
+    StepResults* results_device = nullptr;
+    StepParams* params_host = nullptr;    // pinned
+    StepResults* results_host = nullptr;  // pinned
+    std::int32_t* batch_host = nullptr;   // pinned tokens then targets
+    std::size_t batch_host_capacity = 0;  // int32 values
+    std::map<std::pair<std::size_t, std::size_t>, Graph> graphs;
+    std::size_t bytes = 0;
+
+    void drop_graphs() {
+        for (auto& [shape, graph] : graphs) cudaGraphExecDestroy(graph.exec);
+        graphs.clear();
+    }
+    ~CudaSessionState() {
+        drop_graphs();
+        if (blas) cublasDestroy(blas);
+        for (void* p : {(void*)params, (void*)grads, (void*)m, (void*)v, (void*)decay_mask, blas_workspace, (void*)work,
+                        (void*)params_device, (void*)results_device})
+            if (p) cudaFree(p);
+        for (void* p : {(void*)params_host, (void*)results_host, (void*)batch_host})
+            if (p) cudaFreeHost(p);
+        if (stream) cudaStreamDestroy(stream);
+    }
+};
+
+void CudaSessionDeleter::operator()(CudaSessionState* state) const { delete state; }
+
+namespace {
+
+constexpr std::size_t blas_workspace_bytes = 32u << 20;
+
+template <class T>
+T* device_alloc(CudaSessionState& s, std::size_t count) {
+    void* p = nullptr;
+    STATETRACK_CUDA(cudaMalloc(&p, std::max<std::size_t>(1, count) * sizeof(T)));
+    s.bytes += count * sizeof(T);
+    return static_cast<T*>(p);
+}
+
+// Row-major products with explicit row strides (see kernels.cuh). cuBLAS is column-major: a
+// row-major [rows][cols] array with stride ld is the column-major [cols][rows] matrix with ld.
+struct Blas {
+    CudaSessionState& s;
+    void gemm(cublasOperation_t ta, cublasOperation_t tb, std::size_t m, std::size_t n, std::size_t k, const float* A,
+              std::size_t lda, const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc) const {
+        const float alpha = 1.0f;
+        STATETRACK_BLAS(cublasGemmEx(s.blas, ta, tb, int(m), int(n), int(k), &alpha, A, CUDA_R_32F, int(lda), B,
+                                     CUDA_R_32F, int(ldb), &beta, C, CUDA_R_32F, int(ldc), s.compute,
+                                     CUBLAS_GEMM_DEFAULT));
+    }
+    // Y[rows][out] (+)= X[rows][in] W^T
+    void forward(const float* X, std::size_t ldx, const float* W, float* Y, std::size_t ldy, std::size_t rows,
+                 std::size_t in, std::size_t out, bool accumulate = false) const {
+        gemm(CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, W, in, X, ldx, accumulate ? 1.0f : 0.0f, Y, ldy);
+    }
+    // dX[rows][in] (+)= dY[rows][out] W
+    void input_grad(const float* dY, std::size_t lddy, const float* W, float* dX, std::size_t lddx, std::size_t rows,
+                    std::size_t in, std::size_t out, bool accumulate) const {
+        gemm(CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, W, in, dY, lddy, accumulate ? 1.0f : 0.0f, dX, lddx);
+    }
+    // dW[out][in] += dY^T X
+    void weight_grad(const float* X, std::size_t ldx, const float* dY, std::size_t lddy, float* dW, std::size_t rows,
+                     std::size_t in, std::size_t out) const {
+        gemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, X, ldx, dY, lddy, 1.0f, dW, in);
+    }
+};
+
+void forward_pass(CudaSession& session, const Plan& p) {
+    const ModelConfig& c = session.config;
+    const ParameterLayout& L = session.layout;
+    CudaSessionState& s = *session.state;
+    const Blas blas{s};
+    cudaStream_t st = s.stream;
+    const float* W = s.params;
+    float* ws = s.work;
+    const auto* tokens = reinterpret_cast<const std::int32_t*>(ws + p.tokens);
+    const std::size_t N = p.N, d = p.d;
+    embed_forward(tokens, W + L.embed, ws + p.x[0], N, d, st);
+    for (std::size_t l = 0; l < c.layers; ++l) {
+        const LayerSlots& sl = L.layers[l];
+        const LayerActs& a = p.layers[l];
+        rmsnorm_forward(ws + p.x[l], W + sl.norm1, ws + a.xn1, ws + a.r1, ws + a.x_mid, N, d, d, st);
+        if (c.mixer == Mixer::lstm) {
+            blas.forward(ws + a.xn1, d, W + sl.lstm_wx, ws + a.z, 4 * d, N, d, 4 * d);
+            add_bias(ws + a.z, W + sl.lstm_bias, N, 4 * d, st);
+            for (std::size_t t = 0; t < p.T; ++t) {
+                // z_t += h_{t-1} W_h^T for every word at once (rows b * T + t, stride T rows)
+                if (t > 0)
+                    blas.forward(ws + a.h + (t - 1) * d, p.T * d, W + sl.lstm_wh, ws + a.z + t * 4 * d, p.T * 4 * d, p.B,
+                                 d, 4 * d, true);
+                lstm_cell_forward(ws + a.z, ws + a.c, ws + a.h, ws + a.hprev, p.B, p.T, t, d, st);
+            }
+            blas.forward(ws + a.h, d, W + sl.wo, ws + a.x_mid, d, N, d, d, true);
+        } else {
+            blas.forward(ws + a.xn1, d, W + sl.wq, ws + a.pre, p.qkv, N, d, p.qkv);
+            conv_silu_forward(ws + a.pre, W + sl.conv_q, ws + a.act, p.B, p.T, p.qkv, p.K, st);
+            if (c.mixer == Mixer::mamba) {
+                blas.forward(ws + a.xn1, d, W + sl.wdt, ws + a.zg, d, N, d, d);
+                add_bias(ws + a.zg, W + sl.bdt, N, d, st);
+                const DiagonalShape shape{p.B, p.T, p.H, p.dh, c.eig == EigRange::signed_unit};
+                diagonal_forward(shape, ws + a.act, ws + a.zg, W + sl.decay_log, ws + a.o,
+                                 p.training ? ws + a.saved : nullptr, st);
+            } else {
+                blas.forward(ws + a.xn1, d, W + sl.wbeta, ws + a.zg, p.gw, N, d, p.gw);
+                const DeltaShape shape{p.B, p.T, p.H, p.dh, p.F, float(c.beta_scale())};
+                delta_forward(shape, ws + a.act, ws + a.zg, ws + a.o, p.training ? ws + a.saved : nullptr,
+                              p.training ? ws + a.final : nullptr, st);
+            }
+            rmsnorm_forward(ws + a.o, W + sl.onorm, ws + a.on, ws + a.ro, nullptr, N, d, p.dh, st);
+            blas.forward(ws + a.on, d, W + sl.wo, ws + a.x_mid, d, N, d, d, true);
+        }
+        rmsnorm_forward(ws + a.x_mid, W + sl.norm2, ws + a.xn2, ws + a.r2, ws + p.x[l + 1], N, d, d, st);
+        blas.forward(ws + a.xn2, d, W + sl.wgate, ws + a.gu, 2 * p.m, N, d, 2 * p.m);
+        swiglu_forward(ws + a.gu, ws + a.hm, N, p.m, st);
+        blas.forward(ws + a.hm, p.m, W + sl.wdown, ws + p.x[l + 1], d, N, p.m, d, true);
+    }
+    rmsnorm_forward(ws + p.x[c.layers], W + L.norm_f, ws + p.xnf, ws + p.rf, nullptr, N, d, d, st);
+    blas.forward(ws + p.xnf, d, W + L.head, ws + p.logits, p.C, N, d, p.C);
+    add_bias(ws + p.logits, W + L.head_bias, N, p.C, st);
+}
+
+void backward_pass(CudaSession& session, const Plan& p) {
+    const ModelConfig& c = session.config;
+    const ParameterLayout& L = session.layout;
+    CudaSessionState& s = *session.state;
+    const Blas blas{s};
+    cudaStream_t st = s.stream;
+    const float* W = s.params;
+    float* G = s.grads;
+    float* ws = s.work;
+    const std::size_t N = p.N, d = p.d;
+    float* dx = ws + p.dx;
+    float* dxn = ws + p.dxn;
+    STATETRACK_CUDA(cudaMemsetAsync(G, 0, session.layout.total * sizeof(float), st));
+    // head and final norm
+    blas.input_grad(ws + p.dlogits, p.C, W + L.head, dxn, d, N, d, p.C, false);
+    blas.weight_grad(ws + p.xnf, d, ws + p.dlogits, p.C, G + L.head, N, d, p.C);
+    column_sums(ws + p.dlogits, G + L.head_bias, N, p.C, st);
+    rmsnorm_backward(ws + p.x[c.layers], W + L.norm_f, ws + p.rf, dxn, dx, G + L.norm_f, N, d, d, false, st);
+    for (std::size_t l = c.layers; l-- > 0;) {
+        const LayerSlots& sl = L.layers[l];
+        const LayerActs& a = p.layers[l];
+        // MLP
+        float* dhm = ws + p.s1;
+        float* dgu = ws + p.s2;
+        blas.input_grad(dx, d, W + sl.wdown, dhm, p.m, N, p.m, d, false);
+        blas.weight_grad(ws + a.hm, p.m, dx, d, G + sl.wdown, N, p.m, d);
+        swiglu_backward(ws + a.gu, dhm, dgu, N, p.m, st);
+        blas.input_grad(dgu, 2 * p.m, W + sl.wgate, dxn, d, N, d, 2 * p.m, false);
+        blas.weight_grad(ws + a.xn2, d, dgu, 2 * p.m, G + sl.wgate, N, d, 2 * p.m);
+        rmsnorm_backward(ws + a.x_mid, W + sl.norm2, ws + a.r2, dxn, dx, G + sl.norm2, N, d, d, true, st);
+        // mixer
+        if (c.mixer == Mixer::lstm) {
+            float* dH = ws + p.s1;
+            float* dZ = ws + p.s2;
+            float* dh_next = ws + p.dh_next;
+            float* dc_next = ws + p.dc_next;
+            blas.input_grad(dx, d, W + sl.wo, dH, d, N, d, d, false);
+            blas.weight_grad(ws + a.h, d, dx, d, G + sl.wo, N, d, d);
+            for (std::size_t t = p.T; t-- > 0;) {
+                lstm_cell_backward(ws + a.z, ws + a.c, dH, dh_next, dc_next, dZ, p.B, p.T, t, d, st);
+                if (t > 0)  // dh_{t-1} = dz_t W_h
+                    blas.input_grad(dZ + t * 4 * d, p.T * 4 * d, W + sl.lstm_wh, dh_next, d, p.B, d, 4 * d, false);
+            }
+            blas.weight_grad(ws + a.hprev, d, dZ, 4 * d, G + sl.lstm_wh, N, d, 4 * d);
+            blas.input_grad(dZ, 4 * d, W + sl.lstm_wx, dxn, d, N, d, 4 * d, false);
+            blas.weight_grad(ws + a.xn1, d, dZ, 4 * d, G + sl.lstm_wx, N, d, 4 * d);
+            column_sums(dZ, G + sl.lstm_bias, N, 4 * d, st);
+        } else {
+            float* dOn = ws + p.s1;
+            float* dO = ws + p.s2;
+            float* dact = ws + p.s3;
+            float* dpre = ws + p.s1;
+            float* dz = ws + p.dz;
+            blas.input_grad(dx, d, W + sl.wo, dOn, d, N, d, d, false);
+            blas.weight_grad(ws + a.on, d, dx, d, G + sl.wo, N, d, d);
+            rmsnorm_backward(ws + a.o, W + sl.onorm, ws + a.ro, dOn, dO, G + sl.onorm, N, d, p.dh, false, st);
+            if (c.mixer == Mixer::mamba) {
+                const DiagonalShape shape{p.B, p.T, p.H, p.dh, c.eig == EigRange::signed_unit};
+                diagonal_backward(shape, ws + a.act, ws + a.zg, W + sl.decay_log, ws + a.saved, dO, dact, dz,
+                                  G + sl.decay_log, st);
+                blas.input_grad(dz, d, W + sl.wdt, dxn, d, N, d, d, false);
+                blas.weight_grad(ws + a.xn1, d, dz, d, G + sl.wdt, N, d, d);
+                column_sums(dz, G + sl.bdt, N, d, st);
+            } else {
+                const DeltaShape shape{p.B, p.T, p.H, p.dh, p.F, float(c.beta_scale())};
+                delta_backward(shape, ws + a.act, ws + a.zg, ws + a.saved, ws + a.final, dO, dact, dz, st);
+                blas.input_grad(dz, p.gw, W + sl.wbeta, dxn, d, N, d, p.gw, false);
+                blas.weight_grad(ws + a.xn1, d, dz, p.gw, G + sl.wbeta, N, d, p.gw);
+            }
+            conv_silu_backward(ws + a.pre, W + sl.conv_q, dact, dpre, G + sl.conv_q, p.B, p.T, p.qkv, p.K, st);
+            blas.input_grad(dpre, p.qkv, W + sl.wq, dxn, d, N, d, p.qkv, true);
+            blas.weight_grad(ws + a.xn1, d, dpre, p.qkv, G + sl.wq, N, d, p.qkv);
+        }
+        rmsnorm_backward(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, N, d, d, true, st);
+    }
+    embed_backward(reinterpret_cast<const std::int32_t*>(ws + p.tokens), dx, G + L.embed, N, d, c.vocab, st);
+}
+
+// Makes the workspace hold `p`; a move of the buffer invalidates every captured graph.
+void reserve(CudaSessionState& s, const Plan& p) {
+    if (s.work_floats < p.total) {
+        STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
+        s.drop_graphs();
+        if (s.work) {
+            STATETRACK_CUDA(cudaFree(s.work));
+            s.bytes -= s.work_floats * sizeof(float);
+        }
+        s.work = nullptr;
+        s.work_floats = 0;
+        s.work = device_alloc<float>(s, p.total);
+        s.work_floats = p.total;
+    }
+    const std::size_t need = 2 * p.N;
+    if (s.batch_host_capacity < need) {
+        STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
+        if (s.batch_host) STATETRACK_CUDA(cudaFreeHost(s.batch_host));
+        s.batch_host = nullptr;
+        s.drop_graphs();  // graphs copy from the old staging buffer
+        STATETRACK_CUDA(cudaMallocHost(&s.batch_host, need * sizeof(std::int32_t)));
+        s.batch_host_capacity = need;
+    }
+}
+
+// Tests: NaN everywhere in the workspace and the gradients, so a read of anything not written first shows.
+void poison(const CudaSession& session) {
+    if (!session.options.poison) return;
+    CudaSessionState& s = *session.state;
+    STATETRACK_CUDA(cudaMemsetAsync(s.work, 0xff, s.work_floats * sizeof(float), s.stream));
+    STATETRACK_CUDA(cudaMemsetAsync(s.grads, 0xff, session.layout.total * sizeof(float), s.stream));
+}
+
+void check_batch(const CudaSession& session, const Batch& batch) {
+    const std::size_t N = batch.batch * batch.length;
+    if (N == 0) throw InputError("batch", "", "empty batch");
+    if (batch.tokens.size() != N || batch.targets.size() != N)
+        throw InputError("batch", "", "tokens and targets must hold B*T values");
+    for (std::int32_t t : batch.tokens)
+        if (t < 0 || std::size_t(t) >= session.config.vocab) throw InputError("batch", "", "token outside the vocabulary");
+    for (std::int32_t t : batch.targets)
+        if (t >= 0 && std::size_t(t) >= session.config.classes) throw InputError("batch", "", "target outside the classes");
+}
+
+// Stages the batch in pinned memory; the copy to the device is enqueued by enqueue_upload (inside a graph).
+void stage_batch(CudaSessionState& s, const Batch& batch) {
+    const std::size_t N = batch.batch * batch.length;
+    std::copy(batch.tokens.begin(), batch.tokens.end(), s.batch_host);
+    std::copy(batch.targets.begin(), batch.targets.end(), s.batch_host + N);
+}
+void enqueue_upload(CudaSessionState& s, const Plan& p) {
+    STATETRACK_CUDA(cudaMemcpyAsync(s.work + p.tokens, s.batch_host, p.N * sizeof(std::int32_t), cudaMemcpyHostToDevice,
+                                    s.stream));
+    STATETRACK_CUDA(cudaMemcpyAsync(s.work + p.targets, s.batch_host + p.N, p.N * sizeof(std::int32_t),
+                                    cudaMemcpyHostToDevice, s.stream));
+    STATETRACK_CUDA(cudaMemcpyAsync(s.params_device, s.params_host, sizeof(StepParams), cudaMemcpyHostToDevice, s.stream));
+    STATETRACK_CUDA(cudaMemsetAsync(s.results_device, 0, sizeof(StepResults), s.stream));
+}
+
+void enqueue_loss_and_gradient(CudaSession& session, const Plan& p) {
+    CudaSessionState& s = *session.state;
+    enqueue_upload(s, p);
+    forward_pass(session, p);
+    cross_entropy(s.work + p.logits, reinterpret_cast<const std::int32_t*>(s.work + p.targets), s.work + p.dlogits,
+                  s.params_device, s.results_device, p.N, p.C, s.stream);
+    backward_pass(session, p);
+    gradient_square_sum(s.grads, s.results_device, session.layout.total, s.stream);
+}
+void enqueue_adamw(CudaSession& session) {
+    CudaSessionState& s = *session.state;
+    adamw(s.params_device, s.results_device, s.decay_mask, s.params, s.grads, s.m, s.v, session.layout.total, s.stream);
+}
+void enqueue_results(CudaSessionState& s) {
+    STATETRACK_CUDA(cudaMemcpyAsync(s.results_host, s.results_device, sizeof(StepResults), cudaMemcpyDeviceToHost, s.stream));
+}
+
+void set_step_params(CudaSessionState& s, const Batch& batch, const AdamWOptions* o, std::size_t step, double lr) {
+    StepParams& h = *s.params_host;
+    h = StepParams{};
+    h.count = float(labelled_positions(batch));
+    if (o) {
+        h.lr = float(lr), h.decay = float(1 - lr * o->weight_decay);
+        h.c1 = float(1 - std::pow(o->beta1, double(step + 1)));
+        h.c2 = float(1 - std::pow(o->beta2, double(step + 1)));
+        h.beta1 = float(o->beta1), h.beta2 = float(o->beta2), h.eps = float(o->eps), h.clip = o->clip;
+    }
+}
+
+CudaStepResult finish(CudaSessionState& s, const Batch& batch) {
+    STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
+    const std::size_t count = labelled_positions(batch);
+    return {count ? s.results_host->loss_sum / double(count) : 0.0, std::sqrt(s.results_host->grad_sq)};
+}
+
+void copy_to_device(const CudaSession& session, float* dst, std::span<const float> src) {
+    if (src.size() != session.layout.total) throw InputError("parameters", "", "size does not match the layout");
+    STATETRACK_CUDA(cudaMemcpy(dst, src.data(), src.size() * sizeof(float), cudaMemcpyHostToDevice));
+}
+void copy_to_host(const CudaSession& session, std::span<float> dst, const float* src) {
+    if (dst.size() != session.layout.total) throw InputError("parameters", "", "size does not match the layout");
+    STATETRACK_CUDA(cudaStreamSynchronize(session.state->stream));
+    STATETRACK_CUDA(cudaMemcpy(dst.data(), src, dst.size() * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+}  // namespace
+
+bool cuda_backend_built() { return true; }
+
+bool cuda_available(std::string* why) {
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess || count == 0) {
+        if (why) *why = status != cudaSuccess ? cudaGetErrorString(status) : "no CUDA device";
+        cudaGetLastError();
+        return false;
+    }
+    return true;
+}
+
+std::string cuda_device_description() {
+    if (!cuda_available()) return {};
+    int device = 0;
+    cudaDeviceProp prop{};
+    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) return {};
+    char text[512];
+    std::snprintf(text, sizeof text, "%s, %d SMs, %.1f GiB", prop.name, prop.multiProcessorCount,
+                  double(prop.totalGlobalMem) / double(1u << 30));
+    return text;
+}
+
+CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& options) {
+    std::string why;
+    if (!cuda_available(&why)) unavailable("no usable CUDA device: " + why);
+    validate(config);
+    if (config.mixer != Mixer::lstm &&
+        std::find(std::begin(cuda_head_dims), std::end(cuda_head_dims), config.head_dim()) == std::end(cuda_head_dims))
+        throw InputError("--heads", std::to_string(config.heads),
+                         "the CUDA backend needs d_model / heads in 4, 8, 16, 32 (got " + std::to_string(config.head_dim()) + ")");
+    CudaSession session{config, parameter_layout(config), options, nullptr};
+    session.state.reset(new CudaSessionState);
+    CudaSessionState& s = *session.state;
+    const std::size_t total = session.layout.total;
+    STATETRACK_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+    STATETRACK_BLAS(cublasCreate(&s.blas));
+    STATETRACK_BLAS(cublasSetStream(s.blas, s.stream));
+    s.blas_workspace = device_alloc<char>(s, blas_workspace_bytes);
+    STATETRACK_BLAS(cublasSetWorkspace(s.blas, s.blas_workspace, blas_workspace_bytes));
+    if (options.matmul == MatmulPrecision::fp32) {
+        s.compute = CUBLAS_COMPUTE_32F_PEDANTIC;
+        STATETRACK_BLAS(cublasSetMathMode(s.blas, CUBLAS_PEDANTIC_MATH));
+    } else {
+        s.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+        STATETRACK_BLAS(cublasSetMathMode(s.blas, CUBLAS_TF32_TENSOR_OP_MATH));
+    }
+    s.params = device_alloc<float>(s, total), s.grads = device_alloc<float>(s, total);
+    s.m = device_alloc<float>(s, total), s.v = device_alloc<float>(s, total);
+    STATETRACK_CUDA(cudaMemset(s.m, 0, total * sizeof(float)));
+    STATETRACK_CUDA(cudaMemset(s.v, 0, total * sizeof(float)));
+    STATETRACK_CUDA(cudaMemset(s.grads, 0, total * sizeof(float)));
+    std::vector<std::uint8_t> mask(total, 0);
+    for (const auto& t : session.layout.tensors)
+        if (t.decay) std::fill(mask.begin() + std::ptrdiff_t(t.offset), mask.begin() + std::ptrdiff_t(t.offset + t.size()), 1);
+    s.decay_mask = device_alloc<std::uint8_t>(s, total);
+    STATETRACK_CUDA(cudaMemcpy(s.decay_mask, mask.data(), total, cudaMemcpyHostToDevice));
+    s.params_device = device_alloc<StepParams>(s, 1);
+    s.results_device = device_alloc<StepResults>(s, 1);
+    STATETRACK_CUDA(cudaMallocHost(&s.params_host, sizeof(StepParams)));
+    STATETRACK_CUDA(cudaMallocHost(&s.results_host, sizeof(StepResults)));
+    return session;
+}
+
+void upload_parameters(CudaSession& session, std::span<const float> params) {
+    copy_to_device(session, session.state->params, params);
+}
+void download_parameters(const CudaSession& session, std::span<float> params) {
+    copy_to_host(session, params, session.state->params);
+}
+void upload_moments(CudaSession& session, std::span<const float> m, std::span<const float> v) {
+    copy_to_device(session, session.state->m, m);
+    copy_to_device(session, session.state->v, v);
+}
+void download_moments(const CudaSession& session, std::span<float> m, std::span<float> v) {
+    copy_to_host(session, m, session.state->m);
+    copy_to_host(session, v, session.state->v);
+}
+void download_gradients(const CudaSession& session, std::span<float> grads) {
+    copy_to_host(session, grads, session.state->grads);
+}
+
+void cuda_forward(CudaSession& session, const Batch& batch, std::vector<float>& logits) {
+    check_batch(session, batch);
+    CudaSessionState& s = *session.state;
+    const Plan p = make_plan(session.config, batch.batch, batch.length, false);
+    reserve(s, p);
+    stage_batch(s, batch);
+    set_step_params(s, batch, nullptr, 0, 0);
+    poison(session);
+    enqueue_upload(s, p);
+    forward_pass(session, p);
+    logits.resize(p.N * p.C);
+    STATETRACK_CUDA(cudaMemcpyAsync(logits.data(), s.work + p.logits, logits.size() * sizeof(float),
+                                    cudaMemcpyDeviceToHost, s.stream));
+    STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
+}
+
+double cuda_loss_and_gradient(CudaSession& session, const Batch& batch) {
+    check_batch(session, batch);
+    CudaSessionState& s = *session.state;
+    const Plan p = make_plan(session.config, batch.batch, batch.length, true);
+    reserve(s, p);
+    stage_batch(s, batch);
+    set_step_params(s, batch, nullptr, 0, 0);
+    poison(session);
+    enqueue_loss_and_gradient(session, p);
+    enqueue_results(s);
+    return finish(s, batch).loss;
+}
+
+CudaStepResult cuda_adamw_step(CudaSession& session, const AdamWOptions& options, std::size_t step, double lr) {
+    CudaSessionState& s = *session.state;
+    STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
+    // keep the count of the last batch; only the optimizer fields change
+    const float count = s.params_host->count;
+    Batch none;
+    set_step_params(s, none, &options, step, lr);
+    s.params_host->count = count;
+    STATETRACK_CUDA(cudaMemcpyAsync(s.params_device, s.params_host, sizeof(StepParams), cudaMemcpyHostToDevice, s.stream));
+    enqueue_adamw(session);
+    enqueue_results(s);
+    STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
+    return {0.0, std::sqrt(s.results_host->grad_sq)};
+}
+
+CudaStepResult cuda_train_step(CudaSession& session, const Batch& batch, const AdamWOptions& options,
+                               std::size_t step, double lr) {
+    check_batch(session, batch);
+    CudaSessionState& s = *session.state;
+    const Plan p = make_plan(session.config, batch.batch, batch.length, true);
+    reserve(s, p);
+    stage_batch(s, batch);
+    set_step_params(s, batch, &options, step, lr);
+    auto enqueue_step = [&] {
+        enqueue_loss_and_gradient(session, p);
+        enqueue_adamw(session);
+        enqueue_results(s);
+    };
+    poison(session);
+    if (!session.options.graphs) {
+        enqueue_step();
+        return finish(s, batch);
+    }
+    const auto shape = std::make_pair(p.B, p.T);
+    auto found = s.graphs.find(shape);
+    if (found == s.graphs.end()) {
+        cudaGraph_t graph = nullptr;
+        STATETRACK_CUDA(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+        try {
+            enqueue_step();
+        } catch (...) {
+            cudaStreamEndCapture(s.stream, &graph);
+            if (graph) cudaGraphDestroy(graph);
+            throw;
+        }
+        STATETRACK_CUDA(cudaStreamEndCapture(s.stream, &graph));
+        Graph g;
+        const cudaError_t status = cudaGraphInstantiate(&g.exec, graph, 0);
+        cudaGraphDestroy(graph);
+        STATETRACK_CUDA(status);
+        found = s.graphs.emplace(shape, g).first;
+    }
+    STATETRACK_CUDA(cudaGraphLaunch(found->second.exec, s.stream));
+    return finish(s, batch);
+}
+
+std::size_t cuda_session_bytes(const CudaSession& session) { return session.state ? session.state->bytes : 0; }
+
+std::size_t cuda_device_bytes_in_use() {
+    std::size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
+    return total - free;
+}
+
+}  // namespace statetrack::gpu

@@ -1,0 +1,49 @@
+// The parts of cuda_backend.hpp that need no CUDA, and the whole API in a build without nvcc
+// (every call then explains that the backend is not built).
+#include "statetrack/automata/error.hpp"
+#include "statetrack/gpu/cuda_backend.hpp"
+
+namespace statetrack::gpu {
+
+MatmulPrecision parse_matmul_precision(const std::string& text) {
+    if (text == "fp32") return MatmulPrecision::fp32;
+    if (text == "tf32") return MatmulPrecision::tf32;
+    throw InputError("--matmul", text, "expected fp32 or tf32");
+}
+const char* to_string(MatmulPrecision precision) { return precision == MatmulPrecision::fp32 ? "fp32" : "tf32"; }
+
+#ifndef STATETRACK_HAVE_CUDA_BACKEND
+
+struct CudaSessionState {};
+void CudaSessionDeleter::operator()(CudaSessionState* state) const { delete state; }
+
+namespace {
+[[noreturn]] void not_built() {
+    throw InputError("--device", "cuda",
+                     "this statetrack was built without the CUDA backend (nvcc was not found at configure time; "
+                     "see docs/training.md, Running on a GPU)");
+}
+}  // namespace
+
+bool cuda_backend_built() { return false; }
+bool cuda_available(std::string* why) {
+    if (why) *why = "built without the CUDA backend";
+    return false;
+}
+std::string cuda_device_description() { return {}; }
+CudaSession make_cuda_session(const ModelConfig&, const CudaOptions&) { not_built(); }
+void upload_parameters(CudaSession&, std::span<const float>) { not_built(); }
+void download_parameters(const CudaSession&, std::span<float>) { not_built(); }
+void upload_moments(CudaSession&, std::span<const float>, std::span<const float>) { not_built(); }
+void download_moments(const CudaSession&, std::span<float>, std::span<float>) { not_built(); }
+void download_gradients(const CudaSession&, std::span<float>) { not_built(); }
+void cuda_forward(CudaSession&, const Batch&, std::vector<float>&) { not_built(); }
+double cuda_loss_and_gradient(CudaSession&, const Batch&) { not_built(); }
+CudaStepResult cuda_adamw_step(CudaSession&, const AdamWOptions&, std::size_t, double) { not_built(); }
+CudaStepResult cuda_train_step(CudaSession&, const Batch&, const AdamWOptions&, std::size_t, double) { not_built(); }
+std::size_t cuda_session_bytes(const CudaSession&) { return 0; }
+std::size_t cuda_device_bytes_in_use() { return 0; }
+
+#endif
+
+}  // namespace statetrack::gpu

@@ -1,0 +1,98 @@
+#pragma once
+// Launchers of the CUDA backend's kernels (kernels.cu, recurrences.cu). Every array is fp32 and
+// row-major with an explicit row stride (ld) where it can be a column block of a wider array; rows
+// are positions n = b * T + t of a batch. Each launcher enqueues on `stream` and checks the launch.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace statetrack::gpu::cuda {
+
+void check(cudaError_t status, const char* what);  // throws std::runtime_error with the CUDA message
+#define STATETRACK_CUDA(call) ::statetrack::gpu::cuda::check((call), #call)
+
+// Values that change every step, uploaded into the graph from pinned host memory.
+struct StepParams {
+    float count;                      // labelled positions of the batch
+    float lr, decay, c1, c2;          // AdamW: rate, 1 - lr * wd, bias corrections
+    float beta1, beta2, eps;
+    double clip;                      // 0 = off
+};
+// Values the step computes, copied back to pinned host memory at its end.
+struct StepResults {
+    double loss_sum, grad_sq;
+};
+
+void embed_forward(const std::int32_t* tokens, const float* table, float* x, std::size_t rows, std::size_t d,
+                   cudaStream_t stream);
+// dtable[token[n]] += dx[n] for every row.
+void embed_backward(const std::int32_t* tokens, const float* dx, float* dtable, std::size_t rows, std::size_t d,
+                    std::size_t vocab, cudaStream_t stream);
+
+// y = g * x * r per group of `group` columns, r = 1 / sqrt(mean(x^2) + eps); `copy` (optional)
+// receives x unchanged (it starts the residual sum of the sublayer).
+void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, float* copy, std::size_t rows,
+                     std::size_t width, std::size_t group, cudaStream_t stream);
+// dx (+)= r g dy - x r^3 sum(g dy x) / group (accumulate or overwrite); dg += sum_n dy x r.
+void rmsnorm_backward(const float* x, const float* g, const float* rinv, const float* dy, float* dx, float* dg,
+                      std::size_t rows, std::size_t width, std::size_t group, bool accumulate, cudaStream_t stream);
+
+// y[n][c] = silu(sum_j w[c][j] x[n - K + 1 + j][c]) within each word (causal depthwise conv).
+void conv_silu_forward(const float* x, const float* w, float* y, std::size_t B, std::size_t T, std::size_t C,
+                       std::size_t K, cudaStream_t stream);
+// In: dy (gradient of y; overwritten with the gradient of the conv output). Out: dx, dw (+=).
+void conv_silu_backward(const float* x, const float* w, float* dy, float* dx, float* dw, std::size_t B,
+                        std::size_t T, std::size_t C, std::size_t K, cudaStream_t stream);
+
+// y[n][:] += bias; out[c] += sum_n y[n][c] (bias gradients).
+void add_bias(float* y, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream);
+void column_sums(const float* y, float* out, std::size_t rows, std::size_t cols, cudaStream_t stream);
+
+// SwiGLU on gu = [gate | up] ([rows][2m]): h = silu(gate) * up; and its backward into dgu.
+void swiglu_forward(const float* gu, float* h, std::size_t rows, std::size_t m, cudaStream_t stream);
+void swiglu_backward(const float* gu, const float* dh, float* dgu, std::size_t rows, std::size_t m,
+                     cudaStream_t stream);
+
+// Mean cross-entropy pieces: results->loss_sum += sum of -log p(target); dlogits = (p - onehot) / count.
+void cross_entropy(const float* logits, const std::int32_t* targets, float* dlogits, const StepParams* params,
+                   StepResults* results, std::size_t rows, std::size_t classes, cudaStream_t stream);
+
+// results->grad_sq += sum g^2; then AdamW over every parameter (decay_mask: 1 where weight decay applies).
+void gradient_square_sum(const float* grads, StepResults* results, std::size_t count, cudaStream_t stream);
+void adamw(const StepParams* params, const StepResults* results, const std::uint8_t* decay_mask, float* w,
+           float* g, float* m, float* v, std::size_t count, cudaStream_t stream);
+
+// LSTM cell at step t (rows b * T + t): z holds pre-activations [4d] (i, f, g, o) on entry and the
+// activations on exit; c, h the cell and hidden state; hprev[n + 1] = h[n] (row t + 1) for dWh.
+void lstm_cell_forward(float* z, float* c, float* h, float* hprev, std::size_t B, std::size_t T, std::size_t t,
+                       std::size_t d, cudaStream_t stream);
+// Reverse step t: dh = dH[n] + dh_next[b]; writes dz; dc_next[b] = dc * f (dh_next comes from a GEMM).
+void lstm_cell_backward(const float* z, const float* c, const float* dH, const float* dh_next, float* dc_next,
+                        float* dz, std::size_t B, std::size_t T, std::size_t t, std::size_t d, cudaStream_t stream);
+
+// ---- recurrences (recurrences.cu); dh must be one of cuda_head_dims ----
+struct DeltaShape {
+    std::size_t B, T, H, dh, F;  // d = H * dh
+    float beta_scale;
+};
+// act: [N][d + 2 F d] = [q | k (factor j, head h at (j H + h) dh) | v]; zbeta: [N][F H]; o: [N][d].
+// Training (u, final not null) keeps u = v - S^T k per factor ([N][F d]) and the last state per (b, h).
+void delta_forward(const DeltaShape& s, const float* act, const float* zbeta, float* o, float* u, float* final,
+                   cudaStream_t stream);
+// One reverse pass that rebuilds S_{t-1} = S_t - beta k u^T. Out: dact (through the L2 norms), dzbeta.
+void delta_backward(const DeltaShape& s, const float* act, const float* zbeta, const float* u, const float* final,
+                    const float* dO, float* dact, float* dzbeta, cudaStream_t stream);
+
+struct DiagonalShape {
+    std::size_t B, T, H, dh;
+    bool signed_range;
+};
+// act: [N][3 d] = [q | k | v]; zdt: [N][d] (bias added); decay_log: [d]. Training keeps every state.
+void diagonal_forward(const DiagonalShape& s, const float* act, const float* zdt, const float* decay_log, float* o,
+                      float* states, cudaStream_t stream);
+// Out: dact, dzdt, ddecay_log (+=).
+void diagonal_backward(const DiagonalShape& s, const float* act, const float* zdt, const float* decay_log,
+                       const float* states, const float* dO, float* dact, float* dzdt, float* ddecay_log,
+                       cudaStream_t stream);
+
+}  // namespace statetrack::gpu::cuda

@@ -1,0 +1,322 @@
+// The recurrences with the state in registers. A group of DH consecutive lanes owns one (word b,
+// head h): lane c holds column c of the state S (S[r][c], r = 0..DH-1), the value index; key-side
+// vectors (k, q, the decay) are broadcast from the lane that holds them. Sums over c that every
+// lane needs one entry of (S g, S k, ...) use a transpose-reduction: DH - 1 shuffles, after which
+// lane r holds entry r. Formulas and order follow delta_forward / delta_backward and
+// diagonal_forward / diagonal_backward in cpu_backend.cpp.
+#include <stdexcept>
+
+#include "kernels.cuh"
+
+namespace statetrack::gpu::cuda {
+
+namespace {
+
+constexpr unsigned full_mask = 0xffffffffu;
+constexpr int block_threads = 128;
+constexpr float norm_eps = 1e-6f;
+
+__device__ float sigmoidf(float z) { return 1.0f / (1.0f + expf(-z)); }
+__device__ float softplusf(float z) { return z > 20.0f ? z : log1pf(expf(z)); }
+
+template <int DH>
+__device__ float group_sum(float x) {
+#pragma unroll
+    for (int s = DH / 2; s >= 1; s /= 2) x += __shfl_xor_sync(full_mask, x, s);
+    return x;
+}
+template <int DH>
+__device__ float from_lane(float x, int r) {
+    return __shfl_sync(full_mask, x, r, DH);
+}
+// w[r] holds this lane's term of entry r; returns sum over the group's lanes of entry `lane`.
+template <int DH>
+__device__ float transpose_reduce(float (&w)[DH], int lane) {
+#pragma unroll
+    for (int s = DH / 2; s >= 1; s /= 2) {
+        const bool upper = lane & s;
+#pragma unroll
+        for (int i = 0; i < s; ++i) {
+            const float send = upper ? w[i] : w[i + s];
+            const float keep = upper ? w[i + s] : w[i];
+            w[i] = keep + __shfl_xor_sync(full_mask, send, s);
+        }
+    }
+    return w[0];
+}
+
+// Which (b, h) and column this thread serves; groups past the end compute on (b, h) = last and
+// write nothing, so that every lane of a warp takes part in the shuffles.
+struct Place {
+    std::size_t b, h;
+    int c;
+    bool valid;
+};
+template <int DH>
+__device__ Place place(std::size_t B, std::size_t H) {
+    const std::size_t thread = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    std::size_t group = thread / DH;
+    const bool valid = group < B * H;
+    if (!valid) group = B * H - 1;
+    return {group / H, group % H, int(thread % DH), valid};
+}
+
+// x / sqrt(sum x^2 + eps) over the group; `norm` receives the denominator.
+template <int DH>
+__device__ float l2_normalise(float x, float& norm) {
+    norm = sqrtf(group_sum<DH>(x * x) + norm_eps);
+    return x / norm;
+}
+
+template <int DH, bool TRAIN>
+__global__ void __launch_bounds__(block_threads) delta_forward_kernel(DeltaShape s, const float* act, const float* zbeta,
+                                                                      float* o, float* u_out, float* final) {
+    const Place p = place<DH>(s.B, s.H);
+    const std::size_t H = s.H, F = s.F, d = H * DH, Fd = F * d, ld = d + 2 * Fd, FH = F * H;
+    float S[DH];
+#pragma unroll
+    for (int r = 0; r < DH; ++r) S[r] = 0;
+    for (std::size_t t = 0; t < s.T; ++t) {
+        const std::size_t n = p.b * s.T + t;
+        const float* row = act + n * ld;
+        for (std::size_t j = 0; j < F; ++j) {
+            const std::size_t col = (j * H + p.h) * DH + p.c;
+            float knorm;
+            const float k = l2_normalise<DH>(row[d + col], knorm);
+            const float beta = s.beta_scale * sigmoidf(zbeta[n * FH + j * H + p.h]);
+            float u = row[d + Fd + col];
+#pragma unroll
+            for (int r = 0; r < DH; ++r) u -= S[r] * from_lane<DH>(k, r);
+#pragma unroll
+            for (int r = 0; r < DH; ++r) S[r] += beta * from_lane<DH>(k, r) * u;
+            if (TRAIN && p.valid) u_out[n * Fd + col] = u;
+        }
+        float qnorm;
+        const float q = l2_normalise<DH>(row[p.h * DH + p.c], qnorm);
+        float out = 0;
+#pragma unroll
+        for (int r = 0; r < DH; ++r) out += S[r] * from_lane<DH>(q, r);
+        if (p.valid) o[n * d + p.h * DH + p.c] = out;
+    }
+    if (TRAIN && p.valid) {
+        float* dst = final + ((p.b * H + p.h) * DH) * DH + p.c;
+#pragma unroll
+        for (int r = 0; r < DH; ++r) dst[r * DH] = S[r];
+    }
+}
+
+template <int DH>
+__global__ void __launch_bounds__(block_threads) delta_backward_kernel(DeltaShape s, const float* act, const float* zbeta,
+                                                                       const float* u_saved, const float* final,
+                                                                       const float* dO, float* dact, float* dzbeta) {
+    const Place p = place<DH>(s.B, s.H);
+    const std::size_t H = s.H, F = s.F, d = H * DH, Fd = F * d, ld = d + 2 * Fd, FH = F * H;
+    float S[DH], dS[DH], w[DH];
+    {
+        const float* src = final + ((p.b * H + p.h) * DH) * DH + p.c;
+#pragma unroll
+        for (int r = 0; r < DH; ++r) S[r] = src[r * DH], dS[r] = 0;
+    }
+    for (std::size_t t = s.T; t-- > 0;) {
+        const std::size_t n = p.b * s.T + t;
+        const float* row = act + n * ld;
+        float* drow = dact + n * ld;
+        // o = S_t^T q: dq = S_t g, dS += q g^T; then back through the L2 norm of q
+        float qnorm;
+        const float q = l2_normalise<DH>(row[p.h * DH + p.c], qnorm);
+        const float g = dO[n * d + p.h * DH + p.c];
+#pragma unroll
+        for (int r = 0; r < DH; ++r) w[r] = S[r] * g;
+        const float dq = transpose_reduce<DH>(w, p.c);
+#pragma unroll
+        for (int r = 0; r < DH; ++r) dS[r] += from_lane<DH>(q, r) * g;
+        const float dq_raw = (dq - q * group_sum<DH>(q * dq)) / qnorm;
+        if (p.valid) drow[p.h * DH + p.c] = dq_raw;
+        for (std::size_t j = F; j-- > 0;) {
+            const std::size_t col = (j * H + p.h) * DH + p.c;
+            float knorm;
+            const float k = l2_normalise<DH>(row[d + col], knorm);
+            const float z = zbeta[n * FH + j * H + p.h];
+            const float sg = sigmoidf(z);
+            const float beta = s.beta_scale * sg;
+            const float u = u_saved[n * Fd + col];
+            // S_prev = S_next - beta k u^T
+#pragma unroll
+            for (int r = 0; r < DH; ++r) S[r] -= beta * from_lane<DH>(k, r) * u;
+            float acc = 0;  // (dS^T k)[c]
+#pragma unroll
+            for (int r = 0; r < DH; ++r) acc += dS[r] * from_lane<DH>(k, r);
+            const float db = group_sum<DH>(acc * u);
+            const float du = beta * acc;
+#pragma unroll
+            for (int r = 0; r < DH; ++r) w[r] = beta * dS[r] * u - S[r] * du;
+            const float dk = transpose_reduce<DH>(w, p.c);
+#pragma unroll
+            for (int r = 0; r < DH; ++r) dS[r] -= from_lane<DH>(k, r) * du;
+            const float dk_raw = (dk - k * group_sum<DH>(k * dk)) / knorm;
+            if (p.valid) {
+                drow[d + col] = dk_raw;
+                drow[d + Fd + col] = du;
+                if (p.c == 0) dzbeta[n * FH + j * H + p.h] = db * s.beta_scale * sg * (1.0f - sg);
+            }
+        }
+    }
+}
+
+// Diagonal: S <- Diag(a) S + k v^T with a = decay or 2 decay - 1, decay = exp(-softplus(zdt) e^w).
+struct Gate {
+    float a, decay, delta, ew;
+};
+__device__ Gate diagonal_gate(float zdt, float decay_log, bool signed_range) {
+    Gate g;
+    g.delta = softplusf(zdt);
+    g.ew = expf(decay_log);
+    g.decay = expf(-g.delta * g.ew);
+    g.a = signed_range ? 2.0f * g.decay - 1.0f : g.decay;
+    return g;
+}
+
+template <int DH, bool TRAIN>
+__global__ void __launch_bounds__(block_threads) diagonal_forward_kernel(DiagonalShape s, const float* act,
+                                                                         const float* zdt, const float* decay_log,
+                                                                         float* o, float* states) {
+    const Place p = place<DH>(s.B, s.H);
+    const std::size_t H = s.H, d = H * DH, ld = 3 * d, ch = p.h * DH + p.c;
+    float S[DH];
+#pragma unroll
+    for (int r = 0; r < DH; ++r) S[r] = 0;
+    const float wlog = decay_log[ch];
+    for (std::size_t t = 0; t < s.T; ++t) {
+        const std::size_t n = p.b * s.T + t;
+        const float* row = act + n * ld;
+        const float a = diagonal_gate(zdt[n * d + ch], wlog, s.signed_range).a;  // lane c holds a[c] (key index c)
+        const float q = row[ch], k = row[d + ch], v = row[2 * d + ch];
+        float out = 0;
+#pragma unroll
+        for (int r = 0; r < DH; ++r) {
+            S[r] = from_lane<DH>(a, r) * S[r] + from_lane<DH>(k, r) * v;
+            out += S[r] * from_lane<DH>(q, r);
+        }
+        if (p.valid) {
+            o[n * d + ch] = out;
+            if (TRAIN) {
+                float* dst = states + ((n * H + p.h) * DH) * DH + p.c;
+#pragma unroll
+                for (int r = 0; r < DH; ++r) dst[r * DH] = S[r];
+            }
+        }
+    }
+}
+
+template <int DH>
+__global__ void __launch_bounds__(block_threads) diagonal_backward_kernel(DiagonalShape s, const float* act,
+                                                                          const float* zdt, const float* decay_log,
+                                                                          const float* states, const float* dO,
+                                                                          float* dact, float* dzdt, float* ddecay_log) {
+    const Place p = place<DH>(s.B, s.H);
+    const std::size_t H = s.H, d = H * DH, ld = 3 * d, ch = p.h * DH + p.c;
+    float dS[DH], w[DH];
+#pragma unroll
+    for (int r = 0; r < DH; ++r) dS[r] = 0;
+    const float wlog = decay_log[ch];
+    float dwlog = 0;
+    for (std::size_t t = s.T; t-- > 0;) {
+        const std::size_t n = p.b * s.T + t;
+        const float* row = act + n * ld;
+        float* drow = dact + n * ld;
+        const float z = zdt[n * d + ch];
+        const Gate gate = diagonal_gate(z, wlog, s.signed_range);
+        const float q = row[ch], k = row[d + ch], v = row[2 * d + ch];
+        const float g = dO[n * d + ch];
+        const float* St = states + ((n * H + p.h) * DH) * DH + p.c;
+        const float* Sp = St - H * DH * DH;  // the state of step t - 1 (zero before the word)
+        // dq = S_t g; dS += q g^T
+#pragma unroll
+        for (int r = 0; r < DH; ++r) w[r] = St[r * DH] * g;
+        const float dq = transpose_reduce<DH>(w, p.c);
+#pragma unroll
+        for (int r = 0; r < DH; ++r) dS[r] += from_lane<DH>(q, r) * g;
+        float dv = 0;
+#pragma unroll
+        for (int r = 0; r < DH; ++r) dv += dS[r] * from_lane<DH>(k, r);
+#pragma unroll
+        for (int r = 0; r < DH; ++r) w[r] = t > 0 ? dS[r] * Sp[r * DH] : 0.0f;
+        const float da = transpose_reduce<DH>(w, p.c);
+#pragma unroll
+        for (int r = 0; r < DH; ++r) w[r] = dS[r] * v;
+        const float dk = transpose_reduce<DH>(w, p.c);
+#pragma unroll
+        for (int r = 0; r < DH; ++r) dS[r] *= from_lane<DH>(gate.a, r);
+        const float common = da * (s.signed_range ? 2.0f : 1.0f) * gate.decay;
+        dwlog -= common * gate.delta * gate.ew;
+        if (p.valid) {
+            drow[ch] = dq;
+            drow[d + ch] = dk;
+            drow[2 * d + ch] = dv;
+            dzdt[n * d + ch] = -common * gate.ew * sigmoidf(z);
+        }
+    }
+    if (p.valid) atomicAdd(&ddecay_log[ch], dwlog);
+}
+
+unsigned blocks_for_groups(std::size_t groups, std::size_t dh) {
+    return unsigned((groups * dh + block_threads - 1) / block_threads);
+}
+
+template <class Launch>
+void by_head_dim(std::size_t dh, Launch&& launch) {
+    switch (dh) {
+        case 4: launch(std::integral_constant<int, 4>{}); break;
+        case 8: launch(std::integral_constant<int, 8>{}); break;
+        case 16: launch(std::integral_constant<int, 16>{}); break;
+        case 32: launch(std::integral_constant<int, 32>{}); break;
+        default: throw std::invalid_argument("no CUDA recurrence kernel for this head dimension");
+    }
+}
+
+}  // namespace
+
+void delta_forward(const DeltaShape& s, const float* act, const float* zbeta, float* o, float* u, float* final,
+                   cudaStream_t stream) {
+    by_head_dim(s.dh, [&](auto dh) {
+        constexpr int DH = decltype(dh)::value;
+        const unsigned blocks = blocks_for_groups(s.B * s.H, DH);
+        if (u) delta_forward_kernel<DH, true><<<blocks, block_threads, 0, stream>>>(s, act, zbeta, o, u, final);
+        else delta_forward_kernel<DH, false><<<blocks, block_threads, 0, stream>>>(s, act, zbeta, o, u, final);
+    });
+    check(cudaGetLastError(), "delta_forward");
+}
+
+void delta_backward(const DeltaShape& s, const float* act, const float* zbeta, const float* u, const float* final,
+                    const float* dO, float* dact, float* dzbeta, cudaStream_t stream) {
+    by_head_dim(s.dh, [&](auto dh) {
+        constexpr int DH = decltype(dh)::value;
+        delta_backward_kernel<DH><<<blocks_for_groups(s.B * s.H, DH), block_threads, 0, stream>>>(s, act, zbeta, u, final,
+                                                                                                  dO, dact, dzbeta);
+    });
+    check(cudaGetLastError(), "delta_backward");
+}
+
+void diagonal_forward(const DiagonalShape& s, const float* act, const float* zdt, const float* decay_log, float* o,
+                      float* states, cudaStream_t stream) {
+    by_head_dim(s.dh, [&](auto dh) {
+        constexpr int DH = decltype(dh)::value;
+        const unsigned blocks = blocks_for_groups(s.B * s.H, DH);
+        if (states) diagonal_forward_kernel<DH, true><<<blocks, block_threads, 0, stream>>>(s, act, zdt, decay_log, o, states);
+        else diagonal_forward_kernel<DH, false><<<blocks, block_threads, 0, stream>>>(s, act, zdt, decay_log, o, states);
+    });
+    check(cudaGetLastError(), "diagonal_forward");
+}
+
+void diagonal_backward(const DiagonalShape& s, const float* act, const float* zdt, const float* decay_log,
+                       const float* states, const float* dO, float* dact, float* dzdt, float* ddecay_log,
+                       cudaStream_t stream) {
+    by_head_dim(s.dh, [&](auto dh) {
+        constexpr int DH = decltype(dh)::value;
+        diagonal_backward_kernel<DH><<<blocks_for_groups(s.B * s.H, DH), block_threads, 0, stream>>>(
+            s, act, zdt, decay_log, states, dO, dact, dzdt, ddecay_log);
+    });
+    check(cudaGetLastError(), "diagonal_backward");
+}
+
+}  // namespace statetrack::gpu::cuda

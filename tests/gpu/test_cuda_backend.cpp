@@ -1,0 +1,228 @@
+// The CUDA backend against the CPU reference (fp64), on fresh random weights and words for every
+// recurrence and both eigenvalue ranges: logits, loss, every gradient tensor and one AdamW step.
+// Device memory is poisoned with NaN before every call. Without a GPU these tests skip; the
+// "not built / not available" contract is tested everywhere.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "statetrack/automata/error.hpp"
+#include "statetrack/gpu/cpu_backend.hpp"
+#include "statetrack/gpu/cuda_backend.hpp"
+#include "statetrack/gpu/random.hpp"
+
+namespace statetrack::gpu {
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                  \
+    do {                                                                    \
+        std::string why;                                                    \
+        if (!cuda_available(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
+    } while (0)
+
+ModelConfig config_for(const std::string& model, EigRange eig, std::size_t d = 16, std::size_t heads = 2) {
+    ModelConfig c;
+    parse_model_name(model, c);
+    c.eig = eig;
+    c.layers = 2, c.d_model = d, c.heads = heads, c.vocab = 3, c.classes = 3, c.mlp_hidden = 24;
+    validate(c);
+    return c;
+}
+
+// Words of random lengths in [2, T] padded to T; every real position labelled (word-problem
+// style) except a few, so both label kinds and the padding are exercised.
+Batch random_batch(std::size_t B, std::size_t T, std::size_t vocab, std::size_t classes, std::uint64_t seed) {
+    Rng rng = make_rng(seed, 7);
+    Batch batch;
+    batch.batch = B, batch.length = T;
+    batch.tokens.assign(B * T, 0);
+    batch.targets.assign(B * T, -1);
+    batch.lengths.resize(B);
+    for (std::size_t b = 0; b < B; ++b) {
+        const std::size_t len = b == 0 ? T : 2 + uniform_below(rng, T - 1);
+        batch.lengths[b] = std::int32_t(len);
+        for (std::size_t t = 0; t < len; ++t) {
+            batch.tokens[b * T + t] = std::int32_t(uniform_below(rng, vocab));
+            if (uniform_below(rng, 5) != 0) batch.targets[b * T + t] = std::int32_t(uniform_below(rng, classes));
+        }
+    }
+    return batch;
+}
+
+std::vector<double> random_params(const ParameterLayout& layout, std::uint64_t seed) {
+    std::vector<double> w(layout.total);
+    Rng rng = make_rng(seed, 99);
+    for (auto& x : w) x = 0.5 * normal(rng);
+    return w;
+}
+
+template <class A, class B>
+double relative_error(const A& got, const B& want, std::size_t begin, std::size_t end) {
+    double diff = 0, norm = 0;
+    for (std::size_t i = begin; i < end; ++i) {
+        const double g = double(got[i]), w = double(want[i]);
+        if (!std::isfinite(g)) return INFINITY;
+        diff += (g - w) * (g - w);
+        norm += w * w;
+    }
+    return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+struct Comparison {
+    double logits = 0, loss = 0, worst_gradient = 0;
+    std::string worst_tensor;
+};
+
+// Runs the CUDA session and the fp64 CPU reference on the same weights and batch.
+Comparison compare(const ModelConfig& cpu_config, const ModelConfig& gpu_config, MatmulPrecision matmul,
+                   std::uint64_t seed, std::size_t B = 5, std::size_t T = 9) {
+    const auto layout = parameter_layout(cpu_config);
+    const auto w = random_params(layout, seed);
+    const Batch batch = random_batch(B, T, cpu_config.vocab, cpu_config.classes, seed);
+    Workspace<double> ws;
+    forward<double>(cpu_config, layout, w, batch, ws);
+    const auto ref_logits = std::vector<double>(logits<double>(cpu_config, batch, ws).begin(),
+                                                logits<double>(cpu_config, batch, ws).end());
+    std::vector<double> ref_grads(layout.total);
+    const double ref_loss = loss_and_gradient<double>(cpu_config, layout, w, batch, ws, ref_grads);
+
+    CudaSession session = make_cuda_session(gpu_config, {matmul, false, true});
+    const std::vector<float> wf(w.begin(), w.end());
+    upload_parameters(session, wf);
+    std::vector<float> got_logits(ref_logits.size(), NAN);
+    cuda_forward(session, batch, got_logits);
+    const double loss = cuda_loss_and_gradient(session, batch);
+    std::vector<float> grads(layout.total, NAN);
+    download_gradients(session, grads);
+
+    Comparison out;
+    out.logits = relative_error(got_logits, ref_logits, 0, ref_logits.size());
+    out.loss = std::abs(loss - ref_loss) / std::abs(ref_loss);
+    for (const auto& t : layout.tensors) {
+        const double e = relative_error(grads, ref_grads, t.offset, t.offset + t.size());
+        if (e >= out.worst_gradient) out.worst_gradient = e, out.worst_tensor = t.name;
+    }
+    return out;
+}
+
+struct Case {
+    const char* model;
+    EigRange eig;
+};
+const Case cases[] = {{"deltanet", EigRange::unit},       {"deltanet", EigRange::signed_unit},
+                      {"deltaproduct:2", EigRange::unit}, {"deltaproduct:3", EigRange::signed_unit},
+                      {"mamba", EigRange::unit},          {"mamba", EigRange::signed_unit},
+                      {"lstm", EigRange::unit},           {"lstm", EigRange::signed_unit}};
+
+TEST(CudaBackend, UnavailableOrUnbuiltSaysSo) {
+    std::string why;
+    if (cuda_available(&why)) GTEST_SKIP() << "a CUDA device is present";
+    EXPECT_FALSE(why.empty());
+    EXPECT_THROW(make_cuda_session(config_for("deltanet", EigRange::unit)), InputError);
+}
+
+TEST(CudaBackend, Fp32MatchesCpuReference) {
+    SKIP_WITHOUT_GPU();
+    std::uint64_t seed = 100;
+    for (const Case& k : cases)
+        for (std::size_t d : {16, 32, 128}) {  // head_dim 8, 16, 32 (lstm: wider cells)
+            const std::size_t heads = d == 128 ? 4 : 2;
+            const auto c = config_for(k.model, k.eig, d, heads);
+            const Comparison r = compare(c, c, MatmulPrecision::fp32, ++seed, 4, d == 128 ? 6 : 9);
+            SCOPED_TRACE(std::string(k.model) + " eig " + to_string(k.eig) + " d " + std::to_string(d));
+            EXPECT_LT(r.logits, 1e-5);
+            EXPECT_LT(r.loss, 1e-5);
+            EXPECT_LT(r.worst_gradient, 1e-5) << r.worst_tensor;
+        }
+}
+
+TEST(CudaBackend, Tf32MatchesCpuReferenceLoosely) {
+    SKIP_WITHOUT_GPU();
+    std::uint64_t seed = 200;
+    for (const Case& k : cases) {
+        const auto c = config_for(k.model, k.eig, 32, 2);
+        const Comparison r = compare(c, c, MatmulPrecision::tf32, ++seed);
+        SCOPED_TRACE(std::string(k.model) + " eig " + to_string(k.eig));
+        EXPECT_LT(r.logits, 2e-2);
+        EXPECT_LT(r.worst_gradient, 2e-2) << r.worst_tensor;
+    }
+}
+
+// The comparison must be able to fail: the other eigenvalue range (beta doubled, or 2a - 1) on
+// the device gives a different function and different gradients.
+TEST(CudaBackend, ComparisonCatchesAWrongModel) {
+    SKIP_WITHOUT_GPU();
+    for (const char* model : {"deltanet", "mamba"}) {
+        const auto cpu = config_for(model, EigRange::unit), gpu = config_for(model, EigRange::signed_unit);
+        const Comparison r = compare(cpu, gpu, MatmulPrecision::fp32, 300);
+        EXPECT_GT(r.logits, 1e-3) << model;
+        EXPECT_GT(r.worst_gradient, 1e-3) << model;
+    }
+}
+
+// One AdamW step (with clipping active) against adamw_step on the same gradients; and the graph
+// of a whole training step against the same step enqueued call by call, over two batches of one
+// shape (so the graph is replayed with new words).
+TEST(CudaBackend, AdamWStepAndGraphMatchReference) {
+    SKIP_WITHOUT_GPU();
+    std::uint64_t seed = 400;
+    for (const Case& k : cases) {
+        SCOPED_TRACE(std::string(k.model) + " eig " + to_string(k.eig));
+        const auto c = config_for(k.model, k.eig, 32, 2);
+        const auto layout = parameter_layout(c);
+        const auto wd = random_params(layout, ++seed);
+        std::vector<float> w(wd.begin(), wd.end());
+        AdamWOptions o;
+        o.lr = 3e-3, o.clip = 0.05;
+        CudaSession plain = make_cuda_session(c, {MatmulPrecision::fp32, false, true});
+        CudaSession graphed = make_cuda_session(c, {MatmulPrecision::fp32, true, true});
+        upload_parameters(plain, w);
+        upload_parameters(graphed, w);
+        std::vector<float> cpu_w = w, cpu_m(layout.total, 0), cpu_v(layout.total, 0);
+        for (std::size_t step = 0; step < 2; ++step) {
+            const Batch batch = random_batch(6, 8, c.vocab, c.classes, seed * 10 + step);
+            const double lr = learning_rate(o, step, 10);
+            const double loss = cuda_loss_and_gradient(plain, batch);
+            std::vector<float> g(layout.total, NAN);
+            download_gradients(plain, g);
+            const double norm = gradient_norm<float>(g);
+            const CudaStepResult r = cuda_adamw_step(plain, o, step, lr);
+            EXPECT_NEAR(r.grad_norm, norm, 1e-5 * norm);
+            adamw_step<float>(o, layout, step, lr, norm, cpu_w, g, cpu_m, cpu_v);
+            std::vector<float> got_w(layout.total, NAN), got_m(layout.total, NAN), got_v(layout.total, NAN);
+            download_parameters(plain, got_w);
+            download_moments(plain, got_m, got_v);
+            EXPECT_LT(relative_error(got_w, cpu_w, 0, layout.total), 1e-6);
+            EXPECT_LT(relative_error(got_m, cpu_m, 0, layout.total), 1e-5);
+            EXPECT_LT(relative_error(got_v, cpu_v, 0, layout.total), 1e-5);
+            // the graph (captured at step 0, replayed at step 1)
+            const CudaStepResult gr = cuda_train_step(graphed, batch, o, step, lr);
+            EXPECT_NEAR(gr.loss, loss, 1e-6 * std::abs(loss));
+            std::vector<float> graph_w(layout.total, NAN);
+            download_parameters(graphed, graph_w);
+            EXPECT_LT(relative_error(graph_w, got_w, 0, layout.total), 1e-6);
+        }
+    }
+}
+
+TEST(CudaBackend, BadInputIsRejected) {
+    SKIP_WITHOUT_GPU();
+    EXPECT_THROW(make_cuda_session(config_for("deltanet", EigRange::unit, 64, 1)), InputError);  // head_dim 64
+    const auto c = config_for("deltanet", EigRange::unit);
+    CudaSession session = make_cuda_session(c, {MatmulPrecision::fp32, true, false});
+    const auto layout = parameter_layout(c);
+    std::vector<float> w(layout.total, 0.1f);
+    upload_parameters(session, w);
+    EXPECT_THROW(upload_parameters(session, std::vector<float>(3)), InputError);
+    Batch batch = random_batch(2, 4, c.vocab, c.classes, 1);
+    batch.tokens[3] = 7;  // outside the vocabulary of 3
+    EXPECT_THROW(cuda_loss_and_gradient(session, batch), InputError);
+    batch = random_batch(2, 4, c.vocab, c.classes, 1);
+    batch.targets[0] = 5;
+    EXPECT_THROW(cuda_loss_and_gradient(session, batch), InputError);
+    batch.tokens.pop_back();
+    EXPECT_THROW(cuda_loss_and_gradient(session, batch), InputError);
+}
+
+}  // namespace
+}  // namespace statetrack::gpu
