@@ -1,5 +1,6 @@
 #pragma once
-// Classic DFA algorithms as free functions over Dfa.
+// Classic DFA algorithms as free functions over Dfa. Inputs must be valid DFAs (validate() passes,
+// as it does for everything the loaders, the zoo and random_dfa return).
 #include <cstdint>
 #include <functional>
 #include <optional>
