@@ -212,6 +212,10 @@ TEST(Zoo, AperiodicMonoids) {
     EXPECT_EQ(summarize_monoid(zoo("last")).size, std::optional<std::size_t>(3));
     EXPECT_EQ(summarize_monoid(zoo("flipflop")).size, std::optional<std::size_t>(3));
     EXPECT_EQ(summarize_monoid(zoo("evenpairs")).size, std::optional<std::size_t>(5));
+    // (10)* and dyck:1:1 (which is ("(" ")")*) both have the syntactic monoid B2 with an
+    // identity adjoined: 6 elements.
+    EXPECT_EQ(summarize_monoid(zoo("tomita:2")).size, std::optional<std::size_t>(6));
+    EXPECT_EQ(summarize_monoid(zoo("dyck:1:1")).size, std::optional<std::size_t>(6));
 }
 
 TEST(Zoo, MixedMonoids) {
