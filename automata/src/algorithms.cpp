@@ -1,6 +1,6 @@
 // Trim, Hopcroft minimization, product constructions, shortest distinguishing words, word
-// enumeration. Every algorithm works on flat arrays sized once up front: no per-state allocation,
-// so a 10^6-state DFA costs a few arrays of n |Sigma| integers.
+// enumeration. Every algorithm works on flat arrays (no per-state allocation), so a 10^6-state
+// DFA costs a few arrays of n |Sigma| 32-bit integers.
 #include "statetrack/automata/algorithms.hpp"
 
 #include <fmt/format.h>
@@ -18,15 +18,15 @@ namespace {
 
 using Index = std::uint32_t;  // positions in the flat arrays below
 
-// Refuses tables whose flat indices would not fit the 32-bit arrays used here.
-void check_index_range(std::size_t entries, const char* what) {
-    if (entries >= std::numeric_limits<Index>::max())
-        throw LimitError("<dfa>", what, fmt::format("{} entries exceed the 2^32 limit of the algorithms", entries));
-}
-
 const std::string& origin_of(const Dfa& dfa) {
     static const std::string unnamed = "<dfa>";
     return dfa.name.empty() ? unnamed : dfa.name;
+}
+
+// Refuses tables whose flat indices would not fit the 32-bit arrays used here.
+void check_index_range(const Dfa& dfa, std::size_t entries, const char* what) {
+    if (entries >= std::numeric_limits<Index>::max())
+        throw LimitError(origin_of(dfa), what, fmt::format("{} entries exceed the 2^32 limit of the algorithms", entries));
 }
 
 }  // namespace
@@ -73,7 +73,7 @@ StateClasses language_classes(const Dfa& dfa) {
     const std::size_t n = dfa.num_states(), k = dfa.num_letters();
     StateClasses result;
     if (n == 0) return result;
-    check_index_range(n * k, "/transitions");
+    check_index_range(dfa, n * k, "/transitions");
 
     // Predecessors grouped by (target, letter): pred[pred_begin[t k + a] .. pred_begin[t k + a + 1]).
     std::vector<Index> pred_begin(n * k + 1, 0);
@@ -273,7 +273,7 @@ std::vector<std::pair<State, State>> explore_product(const Dfa& a, const Dfa& b,
             const Index id = ids.find_or_add(p2, q2, Index(pairs.size()));
             const bool is_new = id == pairs.size();
             if (is_new) {
-                check_index_range(pairs.size() + 1, "product");
+                check_index_range(a, pairs.size() + 1, "product");
                 pairs.emplace_back(p2, q2);
             }
             if (!on_edge(Index(head), x, id, is_new, std::pair<State, State>{p2, q2})) return pairs;
