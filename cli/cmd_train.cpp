@@ -17,7 +17,7 @@ struct TrainArgs {
     std::string task, model = "deltanet", eig = "-1,1", train_len = "3:40", test_len = "40:256";
     std::string label = "final", target = "accept", device = "cpu", precision = "fp32", out;
     std::size_t layers = 1, d_model = 16, heads = 1, batch = 32, steps = 1000, eval_every = 0, eval_words = 16;
-    std::size_t mlp = 0;
+    std::size_t mlp = 0, stop_at = 0;
     double lr = 3e-3, clip = 1.0, weight_decay = 0.1;
     std::uint64_t seed = 1;
     bool resume = false, json = false, quiet = false;
@@ -38,7 +38,7 @@ void run_train(const TrainArgs& a) {
     o.test_len = parse_length_range(a.test_len, "--test-len");
     o.eval_every = a.eval_every, o.eval_words = a.eval_words;
     o.precision = parse_precision(a.precision);
-    o.out_dir = a.out, o.resume = a.resume, o.progress = !a.quiet;
+    o.out_dir = a.out, o.resume = a.resume, o.progress = !a.quiet, o.stop_at = a.stop_at;
     Task task;
     task.label = parse_label_mode(a.label);
     task.target = parse_target(a.target);
@@ -93,6 +93,7 @@ void add_train(CLI::App& app) {
     cmd->add_option("--eval-every", a->eval_every, "Evaluate and checkpoint every N steps (0: steps / 10)")->capture_default_str();
     cmd->add_option("--eval-words", a->eval_words, "Test words per length")->capture_default_str();
     cmd->add_option("--out", a->out, "Output folder (metrics.jsonl, summary.json, checkpoint.bin)")->required();
+    cmd->add_option("--stop-at", a->stop_at, "Stop after this step with a checkpoint (continue with --resume)");
     cmd->add_flag("--resume", a->resume, "Continue from OUT/checkpoint.bin (bit-identical on the CPU)");
     cmd->add_flag("--json", a->json, "Print the summary JSON on stdout");
     cmd->add_flag("--quiet", a->quiet, "No progress lines on stderr");

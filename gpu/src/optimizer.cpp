@@ -8,7 +8,8 @@ namespace statetrack::gpu {
 double learning_rate(const AdamWOptions& o, std::size_t step, std::size_t total) {
     const auto warmup = std::size_t(std::ceil(o.warmup_fraction * double(total)));
     if (step < warmup) return o.lr * double(step + 1) / double(warmup);
-    const double span = double(std::max<std::size_t>(1, total - warmup));
+    // the last step (total - 1) gets min_lr exactly
+    const double span = double(std::max<std::size_t>(1, total - warmup - 1));
     const double progress = std::min(1.0, double(step - warmup) / span);
     return o.min_lr + 0.5 * (o.lr - o.min_lr) * (1 + std::cos(std::numbers::pi * progress));
 }

@@ -26,6 +26,7 @@ void validate(const TrainOptions& o) {
     if (!(o.adamw.weight_decay >= 0) || o.adamw.weight_decay * o.adamw.lr >= 1)
         bad("--weight-decay", "weight decay must be >= 0 with lr * weight_decay < 1");
     if (o.eval_words < 1 || o.eval_words > max_eval_words) bad("--eval-words", fmt::format("must be 1..{}", max_eval_words));
+    if (o.stop_at > o.steps) bad("--stop-at", fmt::format("step {} is beyond --steps {}", o.stop_at, o.steps));
     if (o.out_dir.empty()) bad("--out", "an output folder is required");
 }
 

@@ -101,7 +101,8 @@ nlohmann::json train_impl(const Task& task, const TrainOptions& options, std::os
     const std::size_t first_step = state.step;
     std::vector<std::size_t> correct, labelled;
     nlohmann::json last_eval;
-    for (std::size_t step = first_step; step < options.steps; ++step) {
+    const std::size_t last_step = options.stop_at ? options.stop_at : options.steps;
+    for (std::size_t step = first_step; step < last_step; ++step) {
         const Batch batch = sample_batch(task, options.batch, options.train_len, options.seed, step + 1);
         const double loss = loss_and_gradient<S>(model, layout, params, batch, ws, grads);
         const double norm = gradient_norm<S>(grads);
@@ -129,7 +130,7 @@ nlohmann::json train_impl(const Task& task, const TrainOptions& options, std::os
                                      tokens / elapsed, double(options.steps - done) / rate)
                       << std::flush;
         }
-        if (done % eval_every == 0 || done == options.steps) {
+        if (done % eval_every == 0 || done == last_step) {
             const Evaluation e = evaluate_weights<S>(task, model, layout, params, options.test_len, options.eval_words,
                                                      options.seed, ws);
             last_eval = evaluation_to_json(e, true);
@@ -171,6 +172,7 @@ nlohmann::json train_impl(const Task& task, const TrainOptions& options, std::os
         {"options", options_to_json(options)},
         {"parameters", layout.total},
         {"steps", options.steps},
+        {"stopped_at_step", state.step},
         {"resumed_from_step", options.resume ? nlohmann::json(first_step) : nlohmann::json(nullptr)},
         {"final", last_eval},
         {"best_scaled_accuracy", best},

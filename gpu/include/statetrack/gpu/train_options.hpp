@@ -29,6 +29,7 @@ struct TrainOptions {
     Precision precision = Precision::fp32;
     std::string out_dir;
     bool resume = false;
+    std::size_t stop_at = 0;  // stop (with a checkpoint) after this step, e.g. to fit a job's time limit; 0 = steps
     bool progress = true;  // a progress line on stderr about once a second
 
     std::size_t eval_interval() const { return eval_every ? eval_every : std::max<std::size_t>(1, steps / 10); }

@@ -1,0 +1,279 @@
+// The trainer: tasks, schedule, checkpoints, bit-identical resume, divergence, evaluation, spectra.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "statetrack/automata/error.hpp"
+#include "statetrack/automata/files.hpp"
+#include "statetrack/gpu/spectra.hpp"
+#include "statetrack/gpu/trainer.hpp"
+
+namespace statetrack::gpu {
+namespace {
+
+namespace fs = std::filesystem;
+
+automata::Dfa parity_dfa() {
+    auto dfa = automata::make_dfa(2, {"0", "1"}, "parity");
+    dfa.next(0, 1) = 1;
+    dfa.next(1, 1) = 0;
+    dfa.accepting[0] = true;
+    return dfa;
+}
+
+automata::Dfa mod3_dfa() {  // counts the letter "a" modulo 3; "b" keeps the state
+    auto dfa = automata::make_dfa(3, {"a", "b"}, "mod3");
+    for (automata::State q = 0; q < 3; ++q) dfa.next(q, 0) = (q + 1) % 3;
+    dfa.accepting[0] = true;
+    return dfa;
+}
+
+fs::path fresh_dir(const std::string& name) {
+    const fs::path dir = fs::temp_directory_path() / ("statetrack_test_trainer_" + name);
+    fs::remove_all(dir);
+    return dir;
+}
+
+TrainOptions tiny_options(const std::string& model, const fs::path& out) {
+    TrainOptions o;
+    parse_model_name(model, o.model);
+    o.model.layers = 2, o.model.d_model = 8, o.model.heads = 2;
+    o.batch = 4, o.steps = 12, o.eval_every = 4, o.eval_words = 2;
+    o.train_len = {2, 9}, o.test_len = {10, 12};
+    o.adamw.lr = 1e-2;
+    o.out_dir = out.string();
+    o.progress = false;
+    return o;
+}
+
+TEST(Task, WordsAreReproducibleInRangeAndLabelledByTheDfa) {
+    const Task task{mod3_dfa(), "mod3", LabelMode::every_position, Target::state};
+    const Batch a = sample_batch(task, 50, {3, 9}, 7, 2), b = sample_batch(task, 50, {3, 9}, 7, 2);
+    const Batch c = sample_batch(task, 50, {3, 9}, 7, 3);
+    EXPECT_EQ(a.tokens, b.tokens);
+    EXPECT_NE(a.tokens, c.tokens);
+    std::set<std::int32_t> lengths;
+    for (std::size_t i = 0; i < a.batch; ++i) {
+        const auto len = std::size_t(a.lengths[i]);
+        lengths.insert(a.lengths[i]);
+        ASSERT_GE(len, 3u);
+        ASSERT_LE(len, 9u);
+        for (std::size_t t = 0; t < a.length; ++t) {
+            const std::int32_t label = a.targets[i * a.length + t];
+            if (t >= len) {
+                EXPECT_EQ(label, -1);
+                continue;
+            }
+            std::vector<automata::Letter> prefix(a.tokens.begin() + long(i * a.length), a.tokens.begin() + long(i * a.length + t + 1));
+            EXPECT_EQ(label, std::int32_t(automata::run(task.dfa, prefix)));
+        }
+    }
+    EXPECT_EQ(lengths.size(), 7u);  // every length of the range occurs in 50 words
+    // final labels: one per word, the accept bit
+    const Task final_task{mod3_dfa(), "mod3", LabelMode::final_position, Target::accept};
+    const Batch f = sample_batch(final_task, 20, {1, 5}, 1, 1);
+    EXPECT_EQ(labelled_positions(f), 20u);
+}
+
+TEST(Task, LengthRangesAreParsedAndCheckedAsInputs) {
+    EXPECT_EQ(parse_length_range("3:40", "--train-len").max, 40u);
+    EXPECT_EQ(parse_length_range("7", "--train-len").min, 7u);
+    for (const char* bad : {"", "a:3", "5:3", "0:4", "3:", "3:4:5", "1:99999999"})
+        EXPECT_THROW(parse_length_range(bad, "--test-len"), InputError) << bad;
+}
+
+TEST(Schedule, WarmupThenCosineToMinimum) {
+    AdamWOptions o;
+    o.lr = 1e-2;
+    EXPECT_DOUBLE_EQ(learning_rate(o, 0, 100), 1e-3);   // 1/10 of the way up
+    EXPECT_DOUBLE_EQ(learning_rate(o, 9, 100), 1e-2);   // end of the 10% warm-up
+    EXPECT_DOUBLE_EQ(learning_rate(o, 99, 100), 1e-6);  // cosine down to 1e-6 at the last step
+    EXPECT_GT(learning_rate(o, 40, 100), learning_rate(o, 60, 100));
+}
+
+TEST(Model, BadHyperparametersAreInputErrors) {
+    ModelConfig c;
+    c.d_model = 10, c.heads = 3;
+    EXPECT_THROW(validate(c), InputError);
+    c.heads = 2;
+    EXPECT_NO_THROW(validate(c));
+    EXPECT_THROW(parse_model_name("transformer", c), InputError);
+    EXPECT_THROW(parse_model_name("deltaproduct:0", c), InputError);
+    EXPECT_THROW(parse_model_name("deltaproduct:x", c), InputError);
+    EXPECT_THROW(parse_eig_range("0,2"), InputError);
+}
+
+TEST(Model, LayoutTilesTheBufferWithoutGaps) {
+    ModelConfig c;
+    parse_model_name("deltaproduct:2", c);
+    c.layers = 2, c.d_model = 8, c.heads = 2;
+    const auto layout = parameter_layout(c);
+    std::size_t at = 0;
+    for (const auto& t : layout.tensors) {
+        EXPECT_EQ(t.offset, at) << t.name;
+        at += t.size();
+    }
+    EXPECT_EQ(at, layout.total);
+    EXPECT_EQ(layout.tensors[std::size_t(std::find_if(layout.tensors.begin(), layout.tensors.end(),
+                                                       [](const auto& t) { return t.name == "layers.1.wk"; }) -
+                                          layout.tensors.begin())]
+                  .rows,
+              16u);
+}
+
+void expect_same_run(const Checkpoint& a, const Checkpoint& b) {
+    EXPECT_EQ(a.step, b.step);
+    EXPECT_EQ(a.params, b.params);  // bit-identical
+    EXPECT_EQ(a.m, b.m);
+    EXPECT_EQ(a.v, b.v);
+    ASSERT_EQ(a.history.size(), b.history.size());
+    for (std::size_t i = 0; i < a.history.size(); ++i) {
+        EXPECT_EQ(a.history[i]["train_loss"], b.history[i]["train_loss"]);
+        EXPECT_EQ(a.history[i]["eval"], b.history[i]["eval"]);
+    }
+}
+
+TEST(Trainer, ResumeContinuesBitIdentically) {
+    const Task task{parity_dfa(), "parity", LabelMode::final_position, Target::accept};
+    for (Precision precision : {Precision::fp32, Precision::fp64})
+        for (const char* model : {"deltanet", "mamba", "lstm"}) {
+            const auto straight = fresh_dir("straight"), split = fresh_dir("split");
+            TrainOptions o = tiny_options(model, straight);
+            o.precision = precision;
+            train(task, o, nullptr);
+            o.out_dir = split.string();
+            o.stop_at = 8;
+            train(task, o, nullptr);
+            EXPECT_EQ(read_checkpoint((split / "checkpoint.bin").string()).step, 8u);
+            o.stop_at = 0;
+            o.resume = true;
+            train(task, o, nullptr);
+            expect_same_run(read_checkpoint((straight / "checkpoint.bin").string()),
+                            read_checkpoint((split / "checkpoint.bin").string()));
+            // a different seed gives different weights: the comparison above can fail
+            const auto other = fresh_dir("other");
+            o.out_dir = other.string(), o.resume = false, o.seed = 2;
+            train(task, o, nullptr);
+            EXPECT_NE(read_checkpoint((straight / "checkpoint.bin").string()).params,
+                      read_checkpoint((other / "checkpoint.bin").string()).params);
+        }
+}
+
+TEST(Trainer, WritesMetricsSummaryAndAnEvaluableCheckpoint) {
+    const Task task{mod3_dfa(), "mod3", LabelMode::every_position, Target::state};
+    const auto out = fresh_dir("outputs");
+    const auto summary = train(task, tiny_options("deltaproduct:2", out), nullptr);
+    std::istringstream lines(read_text_file((out / "metrics.jsonl").string()));
+    std::vector<nlohmann::json> records;
+    for (std::string line; std::getline(lines, line);) records.push_back(nlohmann::json::parse(line));
+    ASSERT_EQ(records.size(), 3u);  // steps 4, 8, 12
+    EXPECT_EQ(records.back()["step"], 12);
+    EXPECT_EQ(records.back()["eval"]["per_length"].size(), 3u);
+    EXPECT_DOUBLE_EQ(records.back()["eval"]["chance"].get<double>(), 1.0 / 3);
+    const auto saved = nlohmann::json::parse(read_text_file((out / "summary.json").string()));
+    EXPECT_EQ(saved["final"], records.back()["eval"]);
+    EXPECT_EQ(saved["spectra"].size(), 4u);  // 2 layers x 2 heads
+    // eval from the checkpoint reproduces the last evaluation
+    const Checkpoint c = read_checkpoint((out / "checkpoint.bin").string());
+    const Evaluation e = evaluate(c, {10, 12}, 2);
+    EXPECT_EQ(evaluation_to_json(e, true), records.back()["eval"]);
+}
+
+TEST(Trainer, DivergenceStopsAndKeepsTheLastGoodCheckpoint) {
+    const Task task{parity_dfa(), "parity", LabelMode::final_position, Target::accept};
+    const auto out = fresh_dir("diverge");
+    TrainOptions o = tiny_options("deltanet", out);
+    o.adamw.lr = 1e30, o.adamw.weight_decay = 0, o.eval_every = 1;
+    try {
+        train(task, o, nullptr);
+        FAIL() << "a learning rate of 1e30 must diverge";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("diverged"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("last good checkpoint (step 1)"), std::string::npos) << e.what();
+    }
+    const Checkpoint kept = read_checkpoint((out / "checkpoint.bin").string());
+    EXPECT_EQ(kept.step, 1u);
+    for (double w : kept.params) ASSERT_TRUE(std::isfinite(w));
+}
+
+TEST(Checkpoint, CorruptTruncatedOrMismatchedCheckpointsAreRefused) {
+    const Task task{parity_dfa(), "parity", LabelMode::final_position, Target::accept};
+    const auto out = fresh_dir("corrupt");
+    TrainOptions o = tiny_options("deltanet", out);
+    o.steps = 4;
+    train(task, o, nullptr);
+    const std::string path = (out / "checkpoint.bin").string();
+    const std::string good = read_text_file(path);
+    EXPECT_NO_THROW(decode_checkpoint(good, path));
+    std::string flipped = good;
+    flipped[flipped.size() / 2] ^= 0x10;
+    EXPECT_THROW(decode_checkpoint(flipped, path), InputError);
+    EXPECT_THROW(decode_checkpoint(good.substr(0, good.size() - 100), path), InputError);
+    EXPECT_THROW(decode_checkpoint("{\"format\": 1}", path), InputError);
+    EXPECT_THROW(decode_checkpoint("", path), InputError);
+    // resume with other settings or another task
+    o.resume = true;
+    o.adamw.lr = 5e-3;
+    try {
+        train(task, o, nullptr);
+        FAIL() << "resume with another learning rate must be refused";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("lr"), std::string::npos) << e.what();
+    }
+    o.adamw.lr = 1e-2;
+    const Task other{mod3_dfa(), "mod3", LabelMode::final_position, Target::accept};
+    EXPECT_THROW(train(other, o, nullptr), InputError);
+    EXPECT_THROW(read_checkpoint((out / "missing.bin").string()), InputError);
+}
+
+TEST(Spectra, EigenvaluesStayInTheRangeOfEachModel) {
+    const Task task{parity_dfa(), "parity", LabelMode::final_position, Target::accept};
+    for (const char* model : {"deltanet", "deltaproduct:3", "mamba"})
+        for (EigRange eig : {EigRange::unit, EigRange::signed_unit}) {
+            ModelConfig c;
+            parse_model_name(model, c);
+            c.eig = eig, c.layers = 1, c.d_model = 8, c.heads = 2;
+            const auto layout = parameter_layout(c);
+            std::vector<double> w(layout.total);
+            init_parameters<double>(c, layout, 3, w);
+            Workspace<double> ws;
+            const Batch batch = sample_batch(task, 4, {5, 9}, 1, 1);
+            const auto spectra = learned_spectra<double>(c, layout, w, batch, ws);
+            ASSERT_EQ(spectra.size(), 2u);
+            for (const auto& s : spectra) {
+                EXPECT_GT(s.count, 0u);
+                EXPECT_LE(s.max_modulus, 1 + 1e-12) << model;
+                EXPECT_GE(s.min_real, eig == EigRange::unit ? -1e-12 : -1 - 1e-12) << model;
+                if (eig == EigRange::unit) {
+                    EXPECT_EQ(s.fraction_negative, 0.0) << model;
+                }
+            }
+        }
+}
+
+TEST(Spectra, DeltaProductEigenvaluesAreBoundedAndCanBeComplex) {
+    // Two GH factors in general position restricted to span(k_1, k_2): a 2x2 block whose
+    // eigenvalues may be a complex pair, always of modulus <= 1 (PAPER.md, Proposition 1).
+    const Task task{parity_dfa(), "parity", LabelMode::final_position, Target::accept};
+    ModelConfig c;
+    parse_model_name("deltaproduct:2", c);
+    c.eig = EigRange::signed_unit, c.layers = 1, c.d_model = 4, c.heads = 1;
+    const auto layout = parameter_layout(c);
+    std::vector<double> w(layout.total);
+    init_parameters<double>(c, layout, 5, w);
+    Workspace<double> ws;
+    const Batch batch = sample_batch(task, 2, {4, 6}, 2, 2);
+    std::size_t complex_pairs = 0, total = 0;
+    transition_eigenvalues<double>(c, layout, w, batch, ws, [&](std::size_t, std::size_t, std::complex<double> z) {
+        total += 1;
+        complex_pairs += std::abs(z.imag()) > 1e-9;
+        EXPECT_LE(std::abs(z), 1 + 1e-12);
+    });
+    EXPECT_GT(total, 0u);
+    // two reflections of beta in (0, 2) in general position give a complex pair: the [-1,1] model can rotate
+    EXPECT_GT(complex_pairs, 0u);
+}
+
+}  // namespace
+}  // namespace statetrack::gpu
