@@ -112,7 +112,8 @@ __global__ void rmsnorm_backward_kernel(const float* x, const float* g, const fl
 }
 
 // Column reductions: each block sums `chunk` rows for every column, then one atomic per column.
-constexpr std::size_t reduce_chunk = 256;
+// Short chunks: many blocks in flight and short serial chains (256-row chunks measured 6.3 ms/step).
+constexpr std::size_t reduce_chunk = 32;
 
 __global__ void rmsnorm_gain_kernel(const float* x, const float* rinv, const float* dy, float* dg, std::size_t rows,
                                     std::size_t width, std::size_t group) {
