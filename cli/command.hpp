@@ -23,6 +23,9 @@ void add_minimize(CLI::App& app);
 void add_zoo(CLI::App& app);
 void add_compile(CLI::App& app);
 void add_run(CLI::App& app);
+void add_verify(CLI::App& app);
+void add_prove(CLI::App& app);
+void add_report(CLI::App& app);
 void add_train(CLI::App& app);
 void add_eval(CLI::App& app);
 

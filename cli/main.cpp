@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
     cli::add_zoo(app);
     cli::add_compile(app);
     cli::add_run(app);
+    cli::add_verify(app);
+    cli::add_prove(app);
+    cli::add_report(app);
     cli::add_train(app);
     cli::add_eval(app);
     try {

@@ -5,5 +5,5 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${STATETRACK_BUILD_DIR:-$root/build}
 "$root/scripts/build.sh"
-"$build/cli/statetrack" info zoo:parity
-"$build/cli/statetrack" zoo list
+# The report prints its progress on stderr and a summary table on stdout; exit 1 if a check fails.
+"$build/cli/statetrack" report -o "${STATETRACK_REPORT_DIR:-report}" "$@"
