@@ -50,14 +50,18 @@ std::string write_table(const Dfa& dfa) {
         width = std::max(width, labels.back().size());
     }
     for (const auto& symbol : dfa.alphabet) width = std::max(width, symbol.size());
-    std::string out = fmt::format("{:5}{:<{}}", "", "", width);
-    for (const auto& symbol : dfa.alphabet) out += fmt::format("  {:<{}}", symbol, width);
-    out += '\n';
+    std::string out;
+    const auto end_line = [&](std::string line) {
+        line.erase(line.find_last_not_of(' ') + 1);
+        out += line + '\n';
+    };
+    std::string header = fmt::format("{:5}{:<{}}", "", "", width);
+    for (const auto& symbol : dfa.alphabet) header += fmt::format("  {:<{}}", symbol, width);
+    end_line(header);
     for (std::size_t q = 0; q < dfa.num_states(); ++q) {
-        out += fmt::format("{:2} {:1} {:<{}}", q == dfa.start ? "->" : "", dfa.accepting[q] ? "*" : "", labels[q], width);
-        for (std::size_t a = 0; a < dfa.num_letters(); ++a)
-            out += fmt::format("  {:<{}}", labels[dfa.next(State(q), Letter(a))], width);
-        out += '\n';
+        std::string row = fmt::format("{:2} {:1} {:<{}}", q == dfa.start ? "->" : "", dfa.accepting[q] ? "*" : "", labels[q], width);
+        for (std::size_t a = 0; a < dfa.num_letters(); ++a) row += fmt::format("  {:<{}}", labels[dfa.next(State(q), Letter(a))], width);
+        end_line(row);
     }
     return out;
 }
