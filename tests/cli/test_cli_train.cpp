@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -30,10 +31,16 @@ std::string slurp(const fs::path& path) {
 
 Result run(const std::string& args) {
     const fs::path dir = fs::temp_directory_path();
-    const fs::path out = dir / "statetrack_cli_train.out", err = dir / "statetrack_cli_train.err";
+    // one pair of files per process and call: ctest runs these tests in parallel
+    static int calls = 0;
+    const std::string stem = "statetrack_cli_train_" + std::to_string(::getpid()) + "_" + std::to_string(calls++);
+    const fs::path out = dir / (stem + ".out"), err = dir / (stem + ".err");
     const std::string command = std::string(STATETRACK_CLI) + " " + args + " >" + out.string() + " 2>" + err.string();
     const int status = std::system(command.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+    Result result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+    fs::remove(out);
+    fs::remove(err);
+    return result;
 }
 
 fs::path fresh_dir(const std::string& name) {
