@@ -115,6 +115,13 @@ Dfa regular_representation(std::string name, std::size_t n, bool even_only) {
         [](State q) { return q == 0; });
 }
 
+// symreg:N (N = smallest..5) or altreg:N (even_only).
+Dfa word_problem(const Spec& spec, std::size_t smallest, bool even_only) {
+    expect_args(spec, 1, 1, spec.name + ":N");
+    const std::size_t n = int_arg(spec, 0, smallest, 5);
+    return regular_representation(fmt::format("{}:{}", spec.name, n), n, even_only);
+}
+
 // A group acting on points 0..n-1 by the given generators; start and accept point 0.
 Dfa permutation_action(std::string name, std::vector<std::string> letters, const std::vector<Perm>& generators) {
     const std::size_t n = generators.front().size();
@@ -426,17 +433,9 @@ const std::vector<Builder>& builders() {
         {{"cyclenav", "cyclenav:K", "cyclenav:5", "walk on a K-cycle with -1/0/+1 moves, back at 0; K = 2..1000 (Z_K)"}, cyclenav},
         {{"sym", "sym:N", "sym:5", "S_N on N points, letters t = (0 1) and c = (0 1 ... N-1), return to 0; N = 2..64"}, sym},
         {{"symreg", "symreg:N", "symreg:5", "S_N word problem: N! states and letters (all elements), accept the identity; N = 2..5"},
-         [](const Spec& s) {
-             expect_args(s, 1, 1, "symreg:N");
-             const std::size_t n = int_arg(s, 0, 2, 5);
-             return regular_representation(fmt::format("symreg:{}", n), n, false);
-         }},
+         [](const Spec& s) { return word_problem(s, 2, false); }},
         {{"altreg", "altreg:N", "altreg:5", "A_N word problem: N!/2 states and letters (all elements), accept the identity; N = 3..5"},
-         [](const Spec& s) {
-             expect_args(s, 1, 1, "altreg:N");
-             const std::size_t n = int_arg(s, 0, 3, 5);
-             return regular_representation(fmt::format("altreg:{}", n), n, true);
-         }},
+         [](const Spec& s) { return word_problem(s, 3, true); }},
         {{"dihedral", "dihedral:N", "dihedral:4", "D_N (order 2N) on the N vertices, letters r (rotate) and s (reflect); N = 3..256"}, dihedral},
         {{"quaternion", "quaternion", "quaternion", "Q8 word problem: 8 states and letters +-1 +-i +-j +-k, accept 1"}, quaternion},
         {{"flipflop", "flipflop", "flipflop", "flip-flop memory: letters w0 w1 i r, accept when the memory (initially 0) holds 1"}, flipflop},
