@@ -23,9 +23,10 @@ struct TransitionMonoid {
 // 10^6 elements: a random 9-state 3-letter DFA (monoid ~10^8) is cut off in well under a second
 // (docs/PERFORMANCE.md, "Transition monoid").
 inline constexpr std::size_t default_monoid_limit = 1'000'000;
-// The closure also stops when its transformations would take more than this many bytes, so DFAs
-// with 10^5 states cannot exhaust memory; the element limit then shrinks accordingly.
-inline constexpr std::size_t monoid_memory_budget_bytes = std::size_t(256) << 20;
+// The closure also stops when its elements would take more than this many bytes, so DFAs with many
+// states can neither exhaust memory nor take long (the time is about proportional to the bytes);
+// the element limit then shrinks accordingly (below the default 10^6 from 25 states on).
+inline constexpr std::size_t monoid_memory_budget_bytes = std::size_t(64) << 20;
 
 // The element limit that applies to a DFA with this many states: min(limit, what fits the memory
 // budget), and at least 1 (the identity).
