@@ -21,9 +21,11 @@ const LevelAction identity_action{};
 struct VectorHash {
     std::size_t operator()(const std::vector<Point>& v) const noexcept {
         std::uint64_t h = v.size();
-        for (Point p : v) {
-            h = (h ^ p) * 0x9e3779b97f4a7c15ULL;
-            h ^= h >> 31;
+        for (Point p : v) {  // murmur3's finaliser after every element
+            h += p + 0x9e3779b97f4a7c15ULL;
+            h = (h ^ (h >> 33)) * 0xff51afd7ed558ccdULL;
+            h = (h ^ (h >> 33)) * 0xc4ceb9fe1a85ec53ULL;
+            h ^= h >> 33;
         }
         return std::size_t(h);
     }
@@ -90,18 +92,13 @@ struct IndexedActions {
                 actions[d][node] = &acts;
             }
     }
-    // Applies one letter to every level; check(level, action) sees every action used.
-    template <typename Check>
-    void apply(const Cascade& cascade, const Coordinates& coords, Letter a, Coordinates& next, Check&& check) const {
+    // The action lists of every level for these coordinates (null: identity for every letter).
+    void lists(const Coordinates& coords, std::vector<const std::vector<LevelAction>*>& out) const {
         std::uint32_t node = 0;
         for (std::size_t d = 0; d < coords.size(); ++d) {
-            const auto* acts = node == PrefixTrie::none ? nullptr : actions[d][node];
-            const LevelAction& act = acts ? (*acts)[a] : identity_action;
-            check(d, act);
-            next[d] = act.apply(coords[d]);
+            out[d] = node == PrefixTrie::none ? nullptr : actions[d][node];
             if (node != PrefixTrie::none && d + 1 < coords.size()) node = trie.child(d, node, coords[d]);
         }
-        (void)cascade;
     }
 };
 
@@ -149,7 +146,6 @@ CascadeCheck verify_cascade(const Dfa& dfa, const Cascade& cascade, std::size_t 
                 throw InputError("<cascade>", fmt::format("/levels/{}/actions", i), "prefix or action list of the wrong size");
 
     const IndexedActions indexed(cascade);
-    const std::unordered_map<Coordinates, State, VectorHash> decode(cascade.decode.begin(), cascade.decode.end());
     // Malformed actions are found once here; the search reports the shortest word that uses one.
     std::unordered_map<const LevelAction*, std::string> malformed_actions;
     for (std::size_t i = 0; i < levels; ++i)
@@ -157,10 +153,30 @@ CascadeCheck verify_cascade(const Dfa& dfa, const Cascade& cascade, std::size_t 
             for (const auto& act : acts)
                 if (auto why = malformed(act, cascade.levels[i].points); !why.empty())
                     malformed_actions.emplace(&act, fmt::format("level {}: {}", i, why));
-    // A pair is stored as {q, c_0, ..., c_{L-1}}; parents give the shortest word back.
-    std::unordered_map<std::vector<Point>, std::size_t, VectorHash> seen;
-    std::vector<std::vector<Point>> pairs;
-    std::vector<std::pair<std::size_t, Letter>> parent;
+    // Cascade states are numbered as met: the listed ones first, then any other reachable one
+    // (which is already a failure, reported when its pair is visited).
+    std::unordered_map<Coordinates, std::uint32_t, VectorHash> number;
+    std::vector<Coordinates> coords_of;
+    std::vector<State> decoded;
+    for (const auto& [coords, q] : cascade.decode) {
+        number.emplace(coords, std::uint32_t(coords_of.size()));
+        coords_of.push_back(coords);
+        decoded.push_back(q);
+    }
+    auto number_of = [&](const Coordinates& c) {
+        auto [it, fresh] = number.try_emplace(c, std::uint32_t(coords_of.size()));
+        if (fresh) {
+            coords_of.push_back(c);
+            decoded.push_back(no_state);
+        }
+        return it->second;
+    };
+
+    // A pair (DFA state, cascade state number) packed in 64 bits; parents give the shortest word back.
+    auto pack = [](State q, std::uint32_t c) { return (std::uint64_t(c) << 32) | q; };
+    std::unordered_map<std::uint64_t, std::uint32_t> seen;
+    std::vector<std::uint64_t> pairs;
+    std::vector<std::pair<std::uint32_t, Letter>> parent;
     auto word_to = [&](std::size_t index) {
         std::vector<Letter> word;
         while (index != 0) {
@@ -169,54 +185,47 @@ CascadeCheck verify_cascade(const Dfa& dfa, const Cascade& cascade, std::size_t 
         }
         return std::vector<Letter>(word.rbegin(), word.rend());
     };
-    auto fail = [&](std::size_t index, std::string message) {
+    auto fail = [&](std::size_t index, std::optional<Letter> last, std::string message) {
         check.ok = false;
         check.counterexample = word_to(index);
+        if (last) check.counterexample->push_back(*last);
         check.message = std::move(message);
         check.pairs = pairs.size();
         return check;
     };
 
-    std::vector<Point> first{dfa.start};
-    first.insert(first.end(), cascade.start.begin(), cascade.start.end());
-    seen.emplace(first, 0);
-    pairs.push_back(std::move(first));
+    pairs.push_back(pack(dfa.start, number_of(cascade.start)));
+    seen.emplace(pairs[0], 0);
     parent.emplace_back(0, 0);
-    Coordinates coords(levels), next(levels);
+    std::vector<const std::vector<LevelAction>*> lists(levels);
+    Coordinates next(levels);
     for (std::size_t index = 0; index < pairs.size(); ++index) {
-        const State q = pairs[index][0];
-        coords.assign(pairs[index].begin() + 1, pairs[index].end());
+        const State q = State(pairs[index] & 0xffffffffU);
+        const std::uint32_t c = std::uint32_t(pairs[index] >> 32);
+        const Coordinates coords = coords_of[c];
         for (std::size_t i = 0; i < levels; ++i)
             if (coords[i] >= cascade.levels[i].points)
-                return fail(index, fmt::format("level {} holds point {} of {}", i, coords[i], cascade.levels[i].points));
-        const auto it = decode.find(coords);
-        if (it == decode.end())
-            return fail(index, fmt::format("cascade state ({}) is reachable but has no decoding", fmt::join(coords, ", ")));
-        if (it->second != q)
-            return fail(index, fmt::format("cascade state ({}) decodes to state {}, the DFA is in state {}",
-                                           fmt::join(coords, ", "), state_label(dfa, it->second), state_label(dfa, q)));
+                return fail(index, {}, fmt::format("level {} holds point {} of {}", i, coords[i], cascade.levels[i].points));
+        if (decoded[c] == no_state)
+            return fail(index, {}, fmt::format("cascade state ({}) is reachable but has no decoding", fmt::join(coords, ", ")));
+        if (decoded[c] != q)
+            return fail(index, {}, fmt::format("cascade state ({}) decodes to state {}, the DFA is in state {}",
+                                               fmt::join(coords, ", "), state_label(dfa, decoded[c]), state_label(dfa, q)));
+        indexed.lists(coords, lists);
         for (Letter a = 0; a < dfa.num_letters(); ++a) {
-            const std::string* bad = nullptr;
-            indexed.apply(cascade, coords, a, next, [&](std::size_t, const LevelAction& action) {
-                if (!malformed_actions.empty() && !bad)
-                    if (auto it = malformed_actions.find(&action); it != malformed_actions.end()) bad = &it->second;
-            });
-            if (bad) {
-                auto word = word_to(index);
-                word.push_back(a);
-                check.counterexample = std::move(word);
-                check.message = *bad;
-                check.pairs = pairs.size();
-                return check;
+            for (std::size_t i = 0; i < levels; ++i) {
+                const LevelAction& act = lists[i] ? (*lists[i])[a] : identity_action;
+                if (!malformed_actions.empty())
+                    if (auto it = malformed_actions.find(&act); it != malformed_actions.end()) return fail(index, a, it->second);
+                next[i] = act.apply(coords[i]);
             }
-            std::vector<Point> key{dfa.next(q, a)};
-            key.insert(key.end(), next.begin(), next.end());
-            if (seen.emplace(key, pairs.size()).second) {
+            const std::uint64_t key = pack(dfa.next(q, a), number_of(next));
+            if (seen.emplace(key, std::uint32_t(pairs.size())).second) {
                 if (pairs.size() >= pair_limit)
                     throw LimitError(dfa.name, "verify",
                                      fmt::format("more than {} reachable (state, cascade state) pairs", pair_limit));
-                pairs.push_back(std::move(key));
-                parent.emplace_back(index, a);
+                pairs.push_back(key);
+                parent.emplace_back(std::uint32_t(index), a);
             }
         }
     }
@@ -246,11 +255,15 @@ void explore_cascade(Cascade& cascade, const Coordinates& start, State start_sta
                 decoded.push_back(q);
             }
         }
-        // The actions of level d depend on the prefix only: the first state with a prefix records them.
+        // The actions of level d depend on the prefix only: the first state with a prefix records
+        // them, unless every letter is the identity there (no entry needed).
         std::uint32_t node = 0;
         bool fresh = i == 0;
         for (std::size_t d = 0; d < levels; ++d) {
-            if (fresh) {
+            const bool moves = std::any_of(acts.begin(), acts.end(), [&](const auto& per_letter) {
+                return per_letter[d].kind != LevelAction::Kind::identity;
+            });
+            if (fresh && moves) {
                 auto& entry = cascade.levels[d].actions[Coordinates(current.begin(), current.begin() + std::ptrdiff_t(d))];
                 entry.resize(letters);
                 for (Letter a = 0; a < letters; ++a) entry[a] = acts[a][d];
@@ -258,12 +271,6 @@ void explore_cascade(Cascade& cascade, const Coordinates& start, State start_sta
             if (d + 1 < levels) std::tie(node, fresh) = trie.add_child(d, node, current[d]);
         }
     }
-    // Prefixes on which every letter is the identity need no entry.
-    for (auto& level : cascade.levels)
-        std::erase_if(level.actions, [](const auto& entry) {
-            return std::all_of(entry.second.begin(), entry.second.end(),
-                               [](const LevelAction& x) { return x.kind == LevelAction::Kind::identity; });
-        });
     cascade.start = start;
     cascade.decode.clear();
     cascade.encode.clear();

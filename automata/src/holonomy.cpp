@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -24,7 +25,9 @@ constexpr SetIndex no_set = static_cast<SetIndex>(-1);
 class SetTable {
 public:
     SetTable(std::vector<std::uint64_t>& bits, std::size_t words) : bits_(bits), words_(words) {
-        slots_.assign(1024, no_set);
+        std::size_t slots = 1024;
+        while (slots < 2 * std::size_t(count())) slots *= 2;  // at most half full
+        slots_.assign(slots, no_set);
         for (SetIndex i = 0; i < count(); ++i) place(i);
     }
     SetIndex count() const { return SetIndex(bits_.size() / words_); }
@@ -324,9 +327,22 @@ std::string group_name(const std::vector<std::vector<Point>>& generators, std::s
         return fmt::format("order {}", order);
     }
     const auto all = elements_of(generators, degree);
-    std::size_t max_element = 1;
-    for (const auto& g : all) max_element = std::max(max_element, element_order(g));
+    std::map<std::size_t, std::size_t> orders;  // element order -> how many elements have it
+    for (const auto& g : all) ++orders[element_order(g)];
+    const std::size_t max_element = orders.rbegin()->first;
     if (max_element == order) return fmt::format("C_{}", order);
+    // Abstract signatures (element orders with counts) of the small symmetric and alternating
+    // groups, so that regular representations (symreg:N, altreg:N) are named too.
+    using Signature = std::map<std::size_t, std::size_t>;
+    static const std::vector<std::pair<Signature, const char*>> known = {
+        {{{1, 1}, {2, 3}, {3, 2}}, "S_3"},
+        {{{1, 1}, {2, 9}, {3, 8}, {4, 6}}, "S_4"},
+        {{{1, 1}, {2, 25}, {3, 20}, {4, 30}, {5, 24}, {6, 20}}, "S_5"},
+        {{{1, 1}, {2, 3}, {3, 8}}, "A_4"},
+        {{{1, 1}, {2, 15}, {3, 20}, {5, 24}}, "A_5"},
+    };
+    for (const auto& [signature, name] : known)
+        if (orders == signature) return name;
     if (moved >= 4 && 2 * order == factorial(moved)) return fmt::format("A_{}", moved);
     bool abelian = true;
     for (const auto& g : generators)
@@ -334,11 +350,9 @@ std::string group_name(const std::vector<std::vector<Point>>& generators, std::s
     if (order == 4 && abelian) return "C_2 x C_2";
     // Dihedral of order 2k: a cyclic subgroup of index 2 and only involutions outside it.
     if (!abelian && order % 2 == 0 && max_element == order / 2) {
-        std::size_t involutions = 0;
-        for (const auto& g : all) involutions += element_order(g) == 2;
         const std::size_t k = order / 2;
         // Inside C_k there is one involution when k is even; outside all k elements are involutions.
-        if (involutions == k + (k % 2 == 0 ? 1 : 0)) return fmt::format("D_{}", k);
+        if (orders[2] == k + (k % 2 == 0 ? 1 : 0)) return fmt::format("D_{}", k);
     }
     return fmt::format("order {}", order);
 }
@@ -524,14 +538,20 @@ struct HolonomyBuilder {
     std::size_t W, L;
     std::vector<std::uint64_t> scratch;
     std::vector<State> to_rep;
-    std::unordered_map<std::uint64_t, SetIndex> real_tile_cache;      // (set, tile) -> set
-    std::unordered_map<std::uint64_t, Perm> permutation_cache;        // (set, letter) -> tile permutation
+    std::vector<std::size_t> tile_offset;                             // set -> start of its tiles in real_tiles
+    std::vector<SetIndex> real_tiles;                                 // (set, tile) -> set, no_set until computed
+    std::vector<std::int32_t> permutation_of;                         // (set, letter) -> index in permutations, -1
+    std::vector<Perm> permutations;
     std::unordered_map<std::uint64_t, Point> constant_cache;          // (image, target set) -> tile
     std::vector<std::unordered_map<SetIndex, Point>> tile_index;      // per class
 
     HolonomyBuilder(const Dfa& d, const Skeleton& s)
         : dfa(d), sk(s), bits(s.bits), table(bits, s.words), W(s.words), L(s.num_letters), scratch(s.words),
           to_rep(s.num_states) {
+        tile_offset.resize(sk.sizes.size() + 1, 0);
+        for (SetIndex i = 0; i < sk.sizes.size(); ++i) tile_offset[i + 1] = tile_offset[i] + cls(i).tiles.size();
+        real_tiles.assign(tile_offset.back(), no_set);
+        permutation_of.assign(sk.sizes.size() * L, -1);
         tile_index.resize(sk.classes.size());
         for (std::size_t c = 0; c < sk.classes.size(); ++c)
             for (std::size_t j = 0; j < sk.classes[c].tiles.size(); ++j) tile_index[c][sk.classes[c].tiles[j]] = Point(j);
@@ -553,19 +573,19 @@ struct HolonomyBuilder {
 
     // The tile of `set` that the representative's tile number `tile` stands for.
     SetIndex real_tile(SetIndex set, Point tile) {
-        const std::uint64_t key = (std::uint64_t(set) << 32) | tile;
-        if (auto it = real_tile_cache.find(key); it != real_tile_cache.end()) return it->second;
+        SetIndex& cached = real_tiles[tile_offset[set] + tile];
+        if (cached != no_set) return cached;
         const auto& c = cls(set);
         clear();
         for_each_bit(set_bits(c.tiles[tile]), W,
                      [&](State q) { add_bit(sk.from_rep[set][rank_in(set_bits(c.representative), q)]); });
-        return real_tile_cache[key] = lookup();
+        return cached = lookup();
     }
 
     // P.a == Q in one class: the induced permutation of the representative's tiles.
     const Perm& tile_permutation(SetIndex p, Letter a) {
-        const std::uint64_t key = std::uint64_t(p) * L + a;
-        if (auto it = permutation_cache.find(key); it != permutation_cache.end()) return it->second;
+        std::int32_t& cached = permutation_of[std::size_t(p) * L + a];
+        if (cached >= 0) return permutations[std::size_t(cached)];
         const SetIndex q = sk.image[std::size_t(p) * L + a];
         const auto& c = cls(p);
         load_to_rep(q);
@@ -577,7 +597,9 @@ struct HolonomyBuilder {
             });
             perm[j] = tile_index[sk.class_of[p]].at(lookup());
         }
-        return permutation_cache[key] = std::move(perm);
+        cached = std::int32_t(permutations.size());
+        permutations.push_back(std::move(perm));
+        return permutations.back();
     }
 
     // image strictly inside q (q on its level): the first representative tile holding its pull-back.

@@ -1,0 +1,208 @@
+// The cascade type: simulator semantics, the all-word verification (and that it catches broken
+// cascades with a shortest word), the banned-state construction, the JSON writer.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "statetrack/automata/algorithms.hpp"
+#include "statetrack/automata/decompose.hpp"
+#include "statetrack/automata/error.hpp"
+#include "statetrack/automata/zoo.hpp"
+
+namespace sa = statetrack::automata;
+using Kind = sa::LevelAction::Kind;
+
+namespace {
+
+sa::LevelAction constant(sa::Point r) { return {Kind::constant, {r}}; }
+sa::LevelAction permutation(std::vector<sa::Point> m) { return {Kind::permutation, std::move(m)}; }
+
+// "The second-to-last letter is a" over {a, b}: level 0 remembers the last letter (reset to 1 on
+// a, to 0 on b); level 1 copies level 0's value from *before* the update. The DFA tracks the last
+// two letters: state 2*second_last + last.
+sa::Cascade second_to_last_cascade() {
+    sa::Cascade c;
+    c.method = "test";
+    c.alphabet = {"a", "b"};
+    c.levels.resize(2);
+    c.levels[0].points = 2;
+    c.levels[0].actions[{}] = {constant(1), constant(0)};
+    c.levels[1].points = 2;
+    c.levels[1].actions[{0}] = {constant(0), constant(0)};
+    c.levels[1].actions[{1}] = {constant(1), constant(1)};
+    c.start = {0, 0};
+    for (sa::Point last = 0; last < 2; ++last)
+        for (sa::Point second = 0; second < 2; ++second) c.decode[{last, second}] = 2 * second + last;
+    c.dfa_states = 4;
+    return c;
+}
+sa::Dfa second_to_last_dfa() {
+    sa::Dfa dfa = sa::make_dfa(4, {"a", "b"}, "second-to-last");
+    for (sa::State q = 0; q < 4; ++q) {
+        dfa.next(q, 0) = 2 * (q % 2) + 1;
+        dfa.next(q, 1) = 2 * (q % 2);
+    }
+    dfa.accepting = {false, false, true, true};
+    return dfa;
+}
+
+}  // namespace
+
+TEST(Cascade, LevelsReadTheCoordinatesAboveBeforeTheyUpdate) {
+    const auto c = second_to_last_cascade();
+    // After "a b": level 0 = last letter b (0); level 1 read level 0 before the b, which was a (1).
+    const std::vector<sa::Letter> ab = {0, 1};
+    EXPECT_EQ(sa::run(c, ab), (sa::Coordinates{0, 1}));
+    EXPECT_EQ(sa::step(c, {1, 0}, 1), (sa::Coordinates{0, 1}));
+    EXPECT_EQ(sa::step(c, {0, 1}, 0), (sa::Coordinates{1, 0}));
+    // Unlisted prefixes act as the identity.
+    EXPECT_EQ(sa::level_action(c, 1, std::vector<sa::Point>{7}, 0).kind, Kind::identity);
+    EXPECT_EQ(sa::one_hot_size(c), 4U);
+    const auto check = sa::verify_cascade(second_to_last_dfa(), c);
+    EXPECT_TRUE(check.ok) << check.message;
+    EXPECT_EQ(check.pairs, 4U);
+}
+
+TEST(Cascade, VerificationFindsTheShortestWordOfABrokenCascade) {
+    auto c = second_to_last_cascade();
+    // Flip one action: level 1 after a 1 on level 0 and letter b resets to 0 instead of 1.
+    c.levels[1].actions[{1}][1] = constant(0);
+    const auto check = sa::verify_cascade(second_to_last_dfa(), c);
+    ASSERT_FALSE(check.ok);
+    ASSERT_TRUE(check.counterexample.has_value());
+    EXPECT_EQ(*check.counterexample, (std::vector<sa::Letter>{0, 1}));  // "a b" is the shortest
+    EXPECT_NE(check.message.find("decodes to state"), std::string::npos);
+    // The literal wiring (level 1 reading level 0 *after* the update) is a different cascade, and
+    // the check refutes it too: level 1 would copy the new last letter.
+    auto literal = second_to_last_cascade();
+    literal.levels[1].actions[{0}] = {constant(1), constant(0)};
+    literal.levels[1].actions[{1}] = {constant(1), constant(0)};
+    EXPECT_FALSE(sa::verify_cascade(second_to_last_dfa(), literal).ok);
+}
+
+TEST(Cascade, VerificationRejectsMalformedAndUndecodedStates) {
+    auto c = second_to_last_cascade();
+    c.levels[0].actions[{}][1] = permutation({0, 0});  // not a bijection
+    auto check = sa::verify_cascade(second_to_last_dfa(), c);
+    ASSERT_FALSE(check.ok);
+    EXPECT_EQ(*check.counterexample, (std::vector<sa::Letter>{1}));
+    EXPECT_NE(check.message.find("bijection"), std::string::npos);
+
+    c = second_to_last_cascade();
+    c.decode.erase({1, 1});  // reachable by "a a"
+    check = sa::verify_cascade(second_to_last_dfa(), c);
+    ASSERT_FALSE(check.ok);
+    EXPECT_EQ(*check.counterexample, (std::vector<sa::Letter>{0, 0}));
+    EXPECT_NE(check.message.find("no decoding"), std::string::npos);
+
+    c = second_to_last_cascade();
+    c.levels[0].actions[{}][0] = constant(5);  // outside the level
+    check = sa::verify_cascade(second_to_last_dfa(), c);
+    ASSERT_FALSE(check.ok);
+    EXPECT_EQ(*check.counterexample, (std::vector<sa::Letter>{0}));
+
+    c = second_to_last_cascade();
+    c.start = {0};
+    EXPECT_THROW(sa::verify_cascade(second_to_last_dfa(), c), statetrack::InputError);
+}
+
+TEST(Cascade, FlippingAnyHolonomyActionIsCaught) {
+    // Every non-identity action of a real decomposition matters: changing any one of them (a
+    // reset to another point, or a permutation to the identity) must be refuted with a word.
+    for (const char* spec : {"tomita:3", "first", "evenpairs", "contains:abb"}) {
+        const auto dfa = sa::zoo(spec);
+        const auto good = sa::decompose(dfa).cascade;
+        ASSERT_TRUE(sa::verify_cascade(dfa, good).ok) << spec;
+        std::size_t flipped = 0, caught = 0;
+        for (std::size_t level = 0; level < good.levels.size(); ++level)
+            for (const auto& [above, acts] : good.levels[level].actions)
+                for (sa::Letter a = 0; a < acts.size(); ++a) {
+                    if (acts[a].kind == Kind::identity) continue;
+                    auto broken = good;
+                    auto& act = broken.levels[level].actions[above][a];
+                    if (act.kind == Kind::constant) act.map[0] = (act.map[0] + 1) % sa::Point(good.levels[level].points);
+                    else act = sa::LevelAction{};
+                    ++flipped;
+                    const auto check = sa::verify_cascade(dfa, broken);
+                    if (!check.ok) {
+                        ++caught;
+                        // Replaying the word on the broken cascade lands on a state that is not the DFA's.
+                        const auto coords = sa::run(broken, *check.counterexample);
+                        const auto it = broken.decode.find(coords);
+                        EXPECT_TRUE(it == broken.decode.end() || it->second != sa::run(dfa, *check.counterexample) ||
+                                    check.message.find("level") == 0)
+                            << spec;
+                    }
+                }
+        EXPECT_GT(flipped, 0U) << spec;
+        // A flip can be harmless only where the changed value is never read again; the bulk must be caught.
+        EXPECT_GE(caught * 2, flipped) << spec << ": " << caught << " of " << flipped;
+    }
+}
+
+TEST(Banned, LevelSizesAndVerification) {
+    for (const char* spec : {"tomita:3", "first", "evenpairs", "contains:abb", "parity", "mod:5", "tomita:5"}) {
+        const auto dfa = sa::zoo(spec);
+        const auto c = sa::banned_state_cascade(dfa);
+        EXPECT_EQ(c.method, "banned");
+        const std::size_t m = sa::base_states(dfa).size();
+        ASSERT_EQ(c.levels.size(), m - 1) << spec;
+        for (std::size_t k = 0; k + 1 < m; ++k) EXPECT_EQ(c.levels[k].points, m - k);
+        const auto check = sa::verify_cascade(dfa, c);
+        EXPECT_TRUE(check.ok) << spec << ": " << check.message;
+    }
+    // Through decompose, with the reason left empty (no fallback).
+    sa::DecomposeOptions options;
+    options.method = sa::DecomposeMethod::banned;
+    const auto d = sa::decompose(sa::zoo("first"), options);
+    EXPECT_EQ(d.cascade.method, "banned");
+    EXPECT_TRUE(d.fallback_reason.empty());
+}
+
+TEST(Banned, RandomDfasVerify) {
+    for (auto kind : {sa::RandomKind::uniform, sa::RandomKind::permutation, sa::RandomKind::mixed})
+        for (std::size_t states = 2; states <= 7; ++states)
+            for (std::size_t letters = 2; letters <= 4; ++letters) {
+                sa::RandomDfaOptions o{.states = states, .letters = letters, .kind = kind, .seed = 77 + states * 5 + letters};
+                const auto dfa = sa::random_dfa(o);
+                const auto c = sa::banned_state_cascade(dfa);
+                const auto check = sa::verify_cascade(dfa, c);
+                EXPECT_TRUE(check.ok) << "seed " << o.seed << ": " << check.message;
+            }
+}
+
+TEST(Banned, StateLimitIsALimitError) {
+    EXPECT_THROW(sa::banned_state_cascade(sa::zoo("contains:abb"), 2), statetrack::LimitError);
+}
+
+TEST(Cascade, JsonDocument) {
+    const auto dfa = sa::zoo("tomita:3");
+    const auto c = sa::decompose(dfa).cascade;
+    const auto doc = nlohmann::json::parse(sa::write_cascade_json(c));
+    EXPECT_EQ(doc["format"], "statetrack.cascade/1");
+    EXPECT_EQ(doc["method"], "holonomy");
+    EXPECT_EQ(doc["levels"].size(), c.levels.size());
+    EXPECT_EQ(doc["decode"].size(), c.decode.size());
+    EXPECT_EQ(doc["one_hot_size"], sa::one_hot_size(c));
+    // The actions in the file reproduce the simulator's steps.
+    std::size_t listed = 0;
+    for (std::size_t i = 0; i < c.levels.size(); ++i) {
+        for (const auto& entry : doc["levels"][i]["actions"]) {
+            const auto above = entry["above"].get<sa::Coordinates>();
+            for (sa::Letter a = 0; a < dfa.num_letters(); ++a) {
+                const auto& act = sa::level_action(c, i, above, a);
+                const auto& j = entry["letters"][a];
+                if (act.kind == Kind::identity) {
+                    EXPECT_EQ(j, "identity");
+                } else if (act.kind == Kind::constant) {
+                    EXPECT_EQ(j["constant"], act.map[0]);
+                } else {
+                    EXPECT_EQ(j["permutation"].get<std::vector<sa::Point>>(), act.map);
+                }
+            }
+            ++listed;
+        }
+    }
+    EXPECT_GT(listed, 0U);
+    EXPECT_EQ(sa::write_cascade_json(c), sa::write_cascade_json(sa::decompose(dfa).cascade));  // deterministic
+}
