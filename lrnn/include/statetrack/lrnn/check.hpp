@@ -52,7 +52,7 @@ std::size_t exhaustive_length(std::size_t letters, std::size_t budget);
 
 // What the compiler runs before it writes a network: all words up to a length (exact, or
 // interval:256 for irrational networks), then the exact closure (rational networks) or random
-// long words in interval:256 (irrational ones).
+// long words in mpfr:256 (irrational ones: intervals widen geometrically under rotations).
 struct CompileCheck {
     bool ok = false;
     WordCheck words;
