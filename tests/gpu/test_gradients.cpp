@@ -2,7 +2,9 @@
 // recurrence and both eigenvalue ranges; and a planted bug in the gradient must be caught.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "statetrack/automata/dfa.hpp"
 #include "statetrack/gpu/cpu_backend.hpp"

@@ -1,7 +1,10 @@
 // The trainer: tasks, schedule, checkpoints, bit-identical resume, divergence, evaluation, spectra.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include "statetrack/automata/error.hpp"
