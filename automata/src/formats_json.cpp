@@ -90,7 +90,8 @@ Dfa read_dfa_json(const std::string& text, const std::string& origin, LoadNotes*
     const json& format = r.field(doc, "format");
     if (!format.is_string() || format.get<std::string>() != format_id)
         r.fail("/format", fmt::format("expected \"{}\", got {}", format_id, format.dump()));
-    for (const auto& [key, value] : doc.items()) {
+    for (const auto& item : doc.items()) {
+        const std::string& key = item.key();  // not a structured binding: clang < 16 cannot capture those
         static const char* known[] = {"format", "name", "alphabet", "states", "start", "accepting", "transitions"};
         if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return key == k; }) == std::end(known) &&
             notes)
