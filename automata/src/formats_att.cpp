@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -31,12 +32,27 @@ std::vector<std::string_view> split_fields(std::string_view line) {
     return fields;
 }
 
+// Symbols end up in JSON, which needs UTF-8: reject other bytes here, where the line is known.
+// nlohmann's own check, so whatever passes here can be written by write_dfa_json.
+bool valid_utf8(std::string_view text) {
+    try {
+        (void)nlohmann::json(std::string(text)).dump();
+        return true;
+    } catch (const nlohmann::json::type_error&) {
+        return false;
+    }
+}
+
 struct LineReader {
     const std::string& origin;
     std::size_t line = 0;
 
     std::string place() const { return fmt::format("line {}", line); }
     [[noreturn]] void fail(const std::string& message) const { throw InputError(origin, place(), message); }
+
+    void symbol(std::string_view field) const {
+        if (!valid_utf8(field)) fail("symbol is not valid UTF-8");
+    }
 
     State state(std::string_view field) const {
         std::uint64_t value = 0;
@@ -106,6 +122,7 @@ Dfa read_att(const std::string& text, const std::string& origin, LoadNotes* note
         const State source = r.state(fields[0]);
         const State target = r.state(fields[1]);
         if (fields.size() == 5) r.weight(fields[4]);
+        r.symbol(fields[2]);
         const std::string symbol(fields[2]);
         if (fields[2] != fields[3])
             r.fail(fmt::format("input symbol '{}' differs from output symbol '{}' (only acceptors are supported)",
@@ -176,6 +193,7 @@ std::vector<std::string> read_att_symbols(const std::string& text, const std::st
         if (ec != std::errc() || ptr != fields[1].data() + fields[1].size())
             r.fail(fmt::format("expected a symbol number, got '{}'", fields[1]));
         if (key == 0) return;  // epsilon
+        r.symbol(fields[0]);
         std::string symbol(fields[0]);
         if (!seen.insert(symbol).second) r.fail(fmt::format("duplicate symbol '{}'", symbol));
         symbols.push_back(std::move(symbol));

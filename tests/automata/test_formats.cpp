@@ -216,6 +216,8 @@ TEST(Att, BadInputNamesTheLine) {
     EXPECT_EQ(input_error([] { read_att("0\t0\t<eps>\t<eps>\n", "n.att"); }),
               "n.att: line 1: epsilon arc '<eps>': the automaton must be deterministic");
     EXPECT_EQ(input_error([] { read_att("0\n", "n.att"); }), "n.att: no arcs and no alphabet: the alphabet is empty");
+    EXPECT_EQ(input_error([] { read_att("0\t0\t\xe9\t\xe9\n", "latin1.att"); }), "latin1.att: line 1: symbol is not valid UTF-8");
+    EXPECT_EQ(read_att("0\t0\t\xc3\xa9\t\xc3\xa9\n", "utf8.att").alphabet, (std::vector<std::string>{"\xc3\xa9"}));
     // The same arc twice is not non-determinism.
     EXPECT_EQ(read_att("0\t0\ta\ta\n0\t0\ta\ta\n", "dup.att").num_states(), 1u);
 }
