@@ -21,6 +21,7 @@ void add_info(CLI::App& app);
 void add_convert(CLI::App& app);
 void add_minimize(CLI::App& app);
 void add_zoo(CLI::App& app);
+void add_decompose(CLI::App& app);
 void add_compile(CLI::App& app);
 void add_run(CLI::App& app);
 void add_verify(CLI::App& app);

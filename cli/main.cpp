@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
     cli::add_convert(app);
     cli::add_minimize(app);
     cli::add_zoo(app);
+    cli::add_decompose(app);
     cli::add_compile(app);
     cli::add_run(app);
     cli::add_verify(app);

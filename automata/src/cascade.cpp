@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <numeric>
 #include <tuple>
 #include <stdexcept>
 #include <unordered_map>
@@ -71,7 +72,14 @@ public:
 
 private:
     static std::uint64_t key(std::uint32_t parent, Point point) { return (std::uint64_t(parent) << 32) | point; }
-    std::vector<std::unordered_map<std::uint64_t, std::uint32_t>> children_;
+    struct Mix {  // murmur3's finaliser: the keys' low and high halves both matter
+        std::size_t operator()(std::uint64_t h) const noexcept {
+            h = (h ^ (h >> 33)) * 0xff51afd7ed558ccdULL;
+            h = (h ^ (h >> 33)) * 0xc4ceb9fe1a85ec53ULL;
+            return std::size_t(h ^ (h >> 33));
+        }
+    };
+    std::vector<std::unordered_map<std::uint64_t, std::uint32_t, Mix>> children_;
 };
 
 // The cascade's dependency functions indexed by the trie: actions[d][node] is the action list of
@@ -243,6 +251,9 @@ void explore_cascade(Cascade& cascade, const Coordinates& start, State start_sta
     seen.emplace(start, 0);
     std::vector<std::vector<LevelAction>> acts(letters, std::vector<LevelAction>(levels));
     PrefixTrie trie(levels);
+    // New prefixes are collected, then sorted into the maps at the end (inserting long vector
+    // keys one by one into a large std::map dominated the run time).
+    std::vector<std::vector<std::pair<Coordinates, std::vector<LevelAction>>>> pending(levels);
     Coordinates current, next(levels);
     for (std::size_t i = 0; i < states.size(); ++i) {
         current = states[i];  // a copy: `states` grows below
@@ -264,20 +275,28 @@ void explore_cascade(Cascade& cascade, const Coordinates& start, State start_sta
                 return per_letter[d].kind != LevelAction::Kind::identity;
             });
             if (fresh && moves) {
-                auto& entry = cascade.levels[d].actions[Coordinates(current.begin(), current.begin() + std::ptrdiff_t(d))];
-                entry.resize(letters);
-                for (Letter a = 0; a < letters; ++a) entry[a] = acts[a][d];
+                auto& entry = pending[d].emplace_back(Coordinates(current.begin(), current.begin() + std::ptrdiff_t(d)),
+                                                      std::vector<LevelAction>(letters));
+                for (Letter a = 0; a < letters; ++a) entry.second[a] = acts[a][d];
             }
             if (d + 1 < levels) std::tie(node, fresh) = trie.add_child(d, node, current[d]);
         }
     }
+    for (std::size_t d = 0; d < levels; ++d) {
+        auto& list = pending[d];
+        std::sort(list.begin(), list.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+        auto& actions = cascade.levels[d].actions;
+        actions.clear();
+        for (auto& entry : list) actions.emplace_hint(actions.end(), std::move(entry));
+    }
     cascade.start = start;
     cascade.decode.clear();
     cascade.encode.clear();
-    for (std::size_t i = 0; i < states.size(); ++i) {
-        cascade.decode.emplace(states[i], decoded[i]);
-        cascade.encode.try_emplace(decoded[i], states[i]);
-    }
+    for (std::size_t i = 0; i < states.size(); ++i) cascade.encode.try_emplace(decoded[i], states[i]);
+    std::vector<std::size_t> order(states.size());
+    std::iota(order.begin(), order.end(), std::size_t(0));
+    std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return states[x] < states[y]; });
+    for (std::size_t i : order) cascade.decode.emplace_hint(cascade.decode.end(), std::move(states[i]), decoded[i]);
 }
 
 std::string write_cascade_json(const Cascade& cascade) {

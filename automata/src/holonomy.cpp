@@ -542,6 +542,7 @@ struct HolonomyBuilder {
     std::vector<SetIndex> real_tiles;                                 // (set, tile) -> set, no_set until computed
     std::vector<std::int32_t> permutation_of;                         // (set, letter) -> index in permutations, -1
     std::vector<Perm> permutations;
+    std::vector<bool> permutation_is_identity;
     std::unordered_map<std::uint64_t, Point> constant_cache;          // (image, target set) -> tile
     std::vector<std::unordered_map<SetIndex, Point>> tile_index;      // per class
 
@@ -598,6 +599,7 @@ struct HolonomyBuilder {
             perm[j] = tile_index[sk.class_of[p]].at(lookup());
         }
         cached = std::int32_t(permutations.size());
+        permutation_is_identity.push_back(is_identity(perm));
         permutations.push_back(std::move(perm));
         return permutations.back();
     }
@@ -648,7 +650,7 @@ struct HolonomyBuilder {
                     // p is in q's class, on this level: the level permutes q's tiles.
                     const Perm& perm = tile_permutation(p, a);
                     tile = perm[coords[d] - c.first_point];
-                    if (is_identity(perm)) {
+                    if (permutation_is_identity[std::size_t(permutation_of[std::size_t(p) * L + a])]) {
                         act.kind = LevelAction::Kind::identity;
                     } else {
                         act.kind = LevelAction::Kind::permutation;
