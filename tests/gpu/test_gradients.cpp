@@ -6,7 +6,7 @@
 #include <cmath>
 #include <functional>
 
-#include "statetrack/automata/dfa.hpp"
+#include "statetrack/automata/zoo.hpp"
 #include "statetrack/gpu/cpu_backend.hpp"
 #include "statetrack/gpu/random.hpp"
 
@@ -14,10 +14,7 @@ namespace statetrack::gpu {
 namespace {
 
 Task parity_task(LabelMode label) {
-    auto dfa = automata::make_dfa(2, {"0", "1"}, "parity");
-    dfa.next(0, 1) = 1;
-    dfa.next(1, 1) = 0;
-    dfa.accepting[0] = true;
+    const auto dfa = automata::zoo("parity");
     return Task{dfa, "parity", label, Target::accept};
 }
 

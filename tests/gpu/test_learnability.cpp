@@ -7,16 +7,14 @@
 
 #include <filesystem>
 
+#include "statetrack/automata/zoo.hpp"
 #include "statetrack/gpu/trainer.hpp"
 
 namespace statetrack::gpu {
 namespace {
 
 nlohmann::json train_parity(EigRange eig, const std::string& name) {
-    auto dfa = automata::make_dfa(2, {"0", "1"}, "parity");
-    dfa.next(0, 1) = 1;
-    dfa.next(1, 1) = 0;
-    dfa.accepting[0] = true;
+    const auto dfa = automata::zoo("parity");
     const Task task{dfa, "parity", LabelMode::final_position, Target::accept};
     TrainOptions o;
     o.model.mixer = Mixer::deltanet;

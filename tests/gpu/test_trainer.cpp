@@ -9,6 +9,7 @@
 
 #include "statetrack/automata/error.hpp"
 #include "statetrack/automata/files.hpp"
+#include "statetrack/automata/zoo.hpp"
 #include "statetrack/gpu/spectra.hpp"
 #include "statetrack/gpu/trainer.hpp"
 
@@ -17,13 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-automata::Dfa parity_dfa() {
-    auto dfa = automata::make_dfa(2, {"0", "1"}, "parity");
-    dfa.next(0, 1) = 1;
-    dfa.next(1, 1) = 0;
-    dfa.accepting[0] = true;
-    return dfa;
-}
+automata::Dfa parity_dfa() { return automata::zoo("parity"); }
 
 automata::Dfa mod3_dfa() {  // counts the letter "a" modulo 3; "b" keeps the state
     auto dfa = automata::make_dfa(3, {"a", "b"}, "mod3");
