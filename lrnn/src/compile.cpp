@@ -351,8 +351,11 @@ Network compile_cascade(const Dfa& dfa, const Cascade& c, const CompileOptions& 
             for (Letter a = 0; a < tokens; ++a) {
                 const std::size_t input = u * tokens + a;
                 const auto& action = automata::level_action(c, i, upstream[u], a);
+                const std::string key = action_key(action);
+                const auto known = table.index.find(key);  // build each distinct transition once (large resets)
                 Transition t;
-                if (action.kind == automata::LevelAction::Kind::permutation) {
+                if (known != table.index.end()) {
+                } else if (action.kind == automata::LevelAction::Kind::permutation) {
                     std::vector<std::uint32_t> perm(action.map.begin(), action.map.end());
                     perm.resize(dim);
                     for (std::size_t j = action.map.size(); j < dim; ++j) perm[j] = std::uint32_t(j);
@@ -360,7 +363,7 @@ Network compile_cascade(const Dfa& dfa, const Cascade& c, const CompileOptions& 
                 } else if (action.kind == automata::LevelAction::Kind::constant) {
                     t = reset_transition(dim, action.map[0], options.reset);
                 }
-                layer.input_transition.push_back(table.add(layer, std::move(t), action_key(action)));
+                layer.input_transition.push_back(known != table.index.end() ? known->second : table.add(layer, std::move(t), key));
                 // The levels above after this step: shift reads them before the update and
                 // advances them here; literal reads them after the update already.
                 Coordinates above = upstream[u];
