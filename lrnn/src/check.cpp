@@ -22,8 +22,6 @@ void check_same_alphabet(const Network& network, const Dfa& dfa) {
                                      fmt::join(dfa.alphabet, " ")));
 }
 
-namespace {
-
 bool is_rational(const Network& net) {
     auto all = [](const std::vector<Number>& v) {
         for (const auto& x : v)
@@ -43,12 +41,6 @@ bool is_rational(const Network& net) {
     return true;
 }
 
-bool agrees(const Network& net, const Dfa& dfa, State q, std::uint32_t symbol, bool certain, bool check_states) {
-    if (!certain) return false;
-    if (net.accept[symbol] != bool(dfa.accepting[q])) return false;
-    return !check_states || net.states[symbol] == std::int64_t(q);
-}
-
 template <class T>
 std::string state_key(State q, const NetworkState<T>& s) {
     std::string key = std::to_string(q);
@@ -61,6 +53,21 @@ std::string state_key(State q, const NetworkState<T>& s) {
         }
     }
     return key;
+}
+template std::string state_key<float>(State, const NetworkState<float>&);
+template std::string state_key<double>(State, const NetworkState<double>&);
+template std::string state_key<Half>(State, const NetworkState<Half>&);
+template std::string state_key<BFloat16>(State, const NetworkState<BFloat16>&);
+template std::string state_key<Rational>(State, const NetworkState<Rational>&);
+template std::string state_key<MpfrFloat>(State, const NetworkState<MpfrFloat>&);
+template std::string state_key<MpfiFloat>(State, const NetworkState<MpfiFloat>&);
+
+namespace {
+
+bool agrees(const Network& net, const Dfa& dfa, State q, std::uint32_t symbol, bool certain, bool check_states) {
+    if (!certain) return false;
+    if (net.accept[symbol] != bool(dfa.accepting[q])) return false;
+    return !check_states || net.states[symbol] == std::int64_t(q);
 }
 
 std::vector<Letter> rebuild(const std::vector<std::pair<std::size_t, Letter>>& parent, std::size_t node) {

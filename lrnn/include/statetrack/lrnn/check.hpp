@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "statetrack/automata/dfa.hpp"
+#include "statetrack/lrnn/evaluate.hpp"
 #include "statetrack/lrnn/network.hpp"
 #include "statetrack/lrnn/precision.hpp"
 
@@ -14,6 +15,16 @@ namespace statetrack::lrnn {
 
 // Throws InputError when the network's alphabet differs from the DFA's (same symbols, same order).
 void check_same_alphabet(const Network& network, const automata::Dfa& dfa);
+
+// True when every stored number (h0, factors, diagonals, biases, anchors) is an exact rational:
+// the exact closure applies and exact evaluation is possible.
+bool is_rational(const Network& network);
+
+// The text key that identifies a pair (DFA state, network state) in the exact closure: equal keys
+// iff equal DFA states, equal output symbols and equal hidden vectors (to_text of every entry).
+// Instantiated for every scalar type of scalars.hpp.
+template <class T>
+std::string state_key(automata::State q, const NetworkState<T>& state);
 
 struct ClosureOptions {
     std::size_t max_pairs = 2'000'000;
