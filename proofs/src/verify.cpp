@@ -12,6 +12,8 @@
 
 #include "statetrack/automata/error.hpp"
 #include "statetrack/lrnn/check.hpp"
+#include "statetrack/lrnn/evaluate.hpp"
+#include "statetrack/proofs/integer_closure.hpp"
 #include "statetrack/lrnn/scalars.hpp"
 #include "same_bits.hpp"
 
@@ -209,29 +211,39 @@ double to_double(const T& x) {
     }
 }
 
-template <class T>
-Scale scale_of(const Network& net, const PreparedNetwork<T>& prepared, const std::vector<std::pair<State, NetworkState<T>>>& nodes) {
+// Largest state norm and smallest readout margin over reachable hidden states given as doubles
+// (per node, per layer).
+Scale scale_from(const Network& net, const std::vector<std::vector<std::vector<double>>>& hidden) {
     Scale sc;
     std::vector<std::vector<std::vector<double>>> anchors(net.layers.size());
     for (std::size_t l = 0; l < net.layers.size(); ++l)
-        for (const auto& a : prepared.layers[l].anchors) {
+        for (const auto& a : net.layers[l].readout.anchors) {
             std::vector<double> v;
-            for (const auto& x : a) v.push_back(to_double(x));
+            for (const auto& x : a) v.push_back(x.approx);
             anchors[l].push_back(std::move(v));
         }
-    for (const auto& [q, s] : nodes) {
+    for (const auto& node : hidden) {
         double norm2 = 0;
-        for (std::size_t l = 0; l < s.hidden.size(); ++l) {
-            std::vector<double> h;
-            for (const auto& x : s.hidden[l]) {
-                h.push_back(to_double(x));
-                norm2 += h.back() * h.back();
-            }
-            sc.margin = std::min(sc.margin, layer_margin(net.layers[l], h, anchors[l]));
+        for (std::size_t l = 0; l < node.size(); ++l) {
+            for (double x : node[l]) norm2 += x * x;
+            sc.margin = std::min(sc.margin, layer_margin(net.layers[l], node[l], anchors[l]));
         }
         sc.max_norm = std::max(sc.max_norm, std::sqrt(norm2));
     }
     return sc;
+}
+
+template <class T>
+Scale scale_of(const Network& net, const std::vector<std::pair<State, NetworkState<T>>>& nodes) {
+    std::vector<std::vector<std::vector<double>>> hidden;
+    for (const auto& node : nodes) {
+        hidden.emplace_back();
+        for (const auto& layer : node.second.hidden) {
+            hidden.back().emplace_back();
+            for (const auto& x : layer) hidden.back().back().push_back(to_double(x));
+        }
+    }
+    return scale_from(net, hidden);
 }
 
 // First-order bound on the 2-norm error one step adds in a precision with unit roundoff u: each GH
@@ -294,6 +306,13 @@ MpfiFloat interval_sqrt(const MpfiFloat& x) {
     mpfi_sqrt(r.get(), x.get());
     return r;
 }
+// x^2 as a square (x * x of an interval around 0 would have a negative lower end, and its square
+// root no lower end at all).
+MpfiFloat square(const MpfiFloat& x) {
+    MpfiFloat r;
+    mpfi_sqr(r.get(), x.get());
+    return r;
+}
 
 // Key: DFA state, output symbols and midpoints rounded to 2^-40 (distinct orbit points of the
 // compiled constructions are far apart; a wrong merge only makes the drift bound large).
@@ -302,7 +321,7 @@ std::string orbit_key(State q, const NetworkState<MpfiFloat>& s) {
     for (std::size_t i = 0; i < s.hidden.size(); ++i) {
         key += '|';
         key += std::to_string(s.outputs[i]);
-        for (const auto& x : s.hidden[i]) key += fmt::format(",{}", std::nearbyint(mpfi_get_d(x.get()) * 0x1p40));
+        for (const auto& x : s.hidden[i]) key += fmt::format(",{}", std::nearbyint(mpfi_get_d(x.get()) * 0x1p40) + 0.0);  // -0 -> 0
     }
     return key;
 }
@@ -316,7 +335,7 @@ double interval_margin(const lrnn::Layer& layer, const std::vector<MpfiFloat>& h
     } else {
         for (const auto& a : anchors) {
             MpfiFloat s(0);
-            for (std::size_t i = 0; i < h.size(); ++i) s = s + (h[i] - a[i]) * (h[i] - a[i]);
+            for (std::size_t i = 0; i < h.size(); ++i) s = s + square(h[i] - a[i]);
             score.push_back(MpfiFloat(0) - interval_sqrt(s));
         }
     }
@@ -350,7 +369,7 @@ ExactCertificate interval_orbit(const Network& net, const Dfa& dfa, std::size_t 
         MpfiFloat s(0);
         for (std::size_t l = 0; l < h0.hidden.size(); ++l)
             for (std::size_t i = 0; i < h0.hidden[l].size(); ++i)
-                s = s + (h0.hidden[l][i] - reps[0].second.hidden[l][i]) * (h0.hidden[l][i] - reps[0].second.hidden[l][i]);
+                s = s + square(h0.hidden[l][i] - reps[0].second.hidden[l][i]);
         e0 = upper(interval_sqrt(s));
     }
     for (std::size_t i = 0; i < reps.size(); ++i) {
@@ -392,8 +411,7 @@ ExactCertificate interval_orbit(const Network& net, const Dfa& dfa, std::size_t 
             MpfiFloat d(0);
             for (std::size_t l = 0; l < s.hidden.size(); ++l)
                 for (std::size_t k = 0; k < s.hidden[l].size(); ++k) {
-                    const MpfiFloat e = s.hidden[l][k] - reps[j].second.hidden[l][k];
-                    d = d + e * e;
+                    d = d + square(s.hidden[l][k] - reps[j].second.hidden[l][k]);
                 }
             drift = std::max(drift, upper(interval_sqrt(d)));
         }
@@ -421,8 +439,8 @@ ExactCertificate interval_orbit(const Network& net, const Dfa& dfa, std::size_t 
     cert.proves = fmt::format(
         "correct for every word of length < 2^{:.1f}: {} orbit representatives, per-step drift <= {:.3g}, readout margin >= {:.3g}, "
         "|A| <= 1 (rigorous 256-bit interval bounds; they hold for every parameter value inside the stored enclosures, the ideal "
-        "irrational ones included). No proof for every length: that needs the orbit of the ideal model to be finite, which "
-        "intervals cannot decide",
+        "irrational ones included). Intervals alone prove no more: a product of the stored reflections is a rotation by an "
+        "angle that is not exactly a rational multiple of pi, so the orbit of the stored decimals is in general infinite",
         cert.log2_certified_length, reps.size(), drift, margin);
     return cert;
 }
@@ -484,25 +502,6 @@ PrecisionVerdict analyse(const Network& net, const Dfa& dfa, const Precision& pr
     }
 }
 
-bool is_rational(const Network& net) {
-    auto all = [](const std::vector<lrnn::Number>& v) {
-        for (const auto& x : v)
-            if (!x.is_exact()) return false;
-        return true;
-    };
-    for (const auto& layer : net.layers) {
-        if (!all(layer.h0)) return false;
-        for (const auto& t : layer.transitions) {
-            if (!all(t.diagonal) || !all(t.bias)) return false;
-            for (const auto& f : t.factors)
-                if (!all(f.v) || !f.beta.is_exact()) return false;
-        }
-        for (const auto& a : layer.readout.anchors)
-            if (!all(a)) return false;
-    }
-    return true;
-}
-
 }  // namespace
 
 std::vector<Precision> default_precisions() {
@@ -533,37 +532,83 @@ VerifyResult verify(const Network& net, const Dfa& dfa, const VerifyOptions& opt
     };
     VerifyResult result;
     Scale scale;
-    if (is_rational(net)) {
-        say("exact closure");
+    ExactCertificate& e = result.exact;
+    say("exact closure");
+    const IntegerClosure ic = integer_closure(net, dfa, options.exact_max_pairs, true);
+    if (ic.applicable && !ic.ideal) {
+        e.method = "integer closure";
+        e.complete = ic.complete;
+        e.certified = ic.certified;
+        e.pairs = ic.pairs;
+        e.counterexample = ic.counterexample;
+        scale = scale_from(net, ic.hidden);
+    } else if (ic.applicable) {
+        // The ideal model closes exactly on angles; the stored decimals get the interval orbit.
+        say("angle closure (ideal model) and interval orbit (256 bits, stored model)");
+        const ExactCertificate stored = interval_orbit(net, dfa, options.orbit_max_nodes);
+        e.method = "angle closure (ideal model) + interval orbit (stored model)";
+        e.ideal = true;
+        e.recognition_error = ic.recognition_error;
+        e.complete = ic.complete;
+        e.certified = ic.certified;
+        e.pairs = ic.pairs;
+        e.drift = stored.drift;
+        e.log2_certified_length = stored.log2_certified_length;
+        e.stored_proves = stored.proves;
+        if (ic.counterexample) {
+            // Confirm on the stored model with certainty before calling it a counterexample.
+            const auto run = lrnn::run_network(net, *ic.counterexample, Precision{Precision::Kind::interval, 256});
+            const State q = automata::run(dfa, *ic.counterexample);
+            const auto& last = run.accept.back();
+            if (last && (*last != bool(dfa.accepting[q]) || run.states.back() != std::int64_t(q))) e.counterexample = ic.counterexample;
+            else e.stored_proves += fmt::format("; the ideal model disagrees with the DFA on \"{}\", which 256-bit intervals cannot decide for the stored model",
+                                                automata::format_word(dfa, *ic.counterexample));
+        }
+        if (!e.counterexample && stored.counterexample) e.counterexample = stored.counterexample;
+        scale = scale_from(net, ic.hidden);
+        scale.margin = std::min(scale.margin, stored.margin);
+    } else {
         lrnn::ClosureOptions co;
         co.max_pairs = options.exact_max_pairs;
         const lrnn::ClosureResult c = lrnn::exact_closure(net, dfa, co);
-        result.exact.method = "rational closure";
-        result.exact.complete = c.complete;
-        result.exact.certified = c.certified;
-        result.exact.pairs = c.pairs;
-        result.exact.counterexample = c.counterexample;
-        result.exact.proves = c.certified ? fmt::format("correct for every length: all {} reachable (DFA state, exact network state) pairs agree", c.pairs)
-                              : c.counterexample ? fmt::format("the model disagrees with the DFA (exact arithmetic) on a word of length {}", c.counterexample->size())
-                                                 : "no all-length proof: " + c.message;
-        if (c.certified) {
-            const PreparedNetwork<lrnn::Rational> prepared = lrnn::prepare<lrnn::Rational>(net);
-            auto ex = explore<lrnn::Rational>(net, prepared, dfa, options.exact_max_pairs,
-                                              [](State q, const NetworkState<lrnn::Rational>& s) { return exact_key(q, s); });
-            scale = scale_of(net, prepared, ex.nodes);
-            result.exact.margin = scale.margin;
-            result.exact.log2_certified_length = std::numeric_limits<double>::infinity();
+        if (c.applicable) {
+            e.method = "rational closure";
+            e.complete = c.complete;
+            e.certified = c.certified;
+            e.pairs = c.pairs;
+            e.counterexample = c.counterexample;
+            if (c.certified) {
+                const PreparedNetwork<lrnn::Rational> prepared = lrnn::prepare<lrnn::Rational>(net);
+                auto ex = explore<lrnn::Rational>(net, prepared, dfa, options.exact_max_pairs,
+                                                  [](State q, const NetworkState<lrnn::Rational>& s) { return exact_key(q, s); });
+                scale = scale_of(net, ex.nodes);
+            }
+        } else {
+            say("interval orbit (256 bits)");
+            e = interval_orbit(net, dfa, options.orbit_max_nodes);
+            lrnn::ScopedPrecision scope(256);
+            const PreparedNetwork<lrnn::MpfiFloat> prepared = lrnn::prepare<lrnn::MpfiFloat>(net);
+            auto ex = explore<lrnn::MpfiFloat>(net, prepared, dfa, options.orbit_max_nodes, orbit_key);
+            scale = scale_of(net, ex.nodes);
+            if (e.complete && !e.counterexample) scale.margin = std::min(scale.margin, e.margin);
         }
-    } else {
-        say("interval orbit (256 bits)");
-        result.exact = interval_orbit(net, dfa, options.orbit_max_nodes);
-        lrnn::ScopedPrecision scope(256);
-        const PreparedNetwork<lrnn::MpfiFloat> prepared = lrnn::prepare<lrnn::MpfiFloat>(net);
-        auto ex = explore<lrnn::MpfiFloat>(net, prepared, dfa, options.orbit_max_nodes, orbit_key);
-        scale = scale_of(net, prepared, ex.nodes);
-        if (result.exact.complete && !result.exact.counterexample) scale.margin = std::min(scale.margin, result.exact.margin);
     }
-    result.counterexample = result.exact.counterexample;
+    if (e.method != "interval orbit") {
+        if (e.certified) {
+            e.margin = scale.margin;
+            e.log2_certified_length = e.ideal ? e.log2_certified_length : std::numeric_limits<double>::infinity();
+            e.proves = e.ideal ? fmt::format("the ideal model (its irrational entries taken as the cosines and sines of multiples of pi / {} "
+                                             "recognised from the stored digits, within {:.1e}) is correct for every length: all {} reachable "
+                                             "(DFA state, exact state) pairs agree. The stored decimals: {}",
+                                             ic.angle_denominator, ic.recognition_error, e.pairs, e.stored_proves)
+                               : fmt::format("correct for every length: all {} reachable (DFA state, exact network state) pairs agree", e.pairs);
+        } else if (e.counterexample) {
+            e.proves = fmt::format("the model disagrees with the DFA (exact arithmetic) on a word of length {}", e.counterexample->size());
+        } else {
+            e.proves = "no all-length proof: " + (ic.applicable ? ic.message : e.method == "rational closure" ? std::string("the closure did not finish") : ic.message);
+        }
+    }
+    result.counterexample = e.counterexample;
     if (scale.max_norm == 0 && scale.margin == std::numeric_limits<double>::infinity()) scale.margin = 0;
     for (const Precision& p : options.precisions.empty() ? default_precisions() : options.precisions) {
         say("precision " + p.name());
@@ -583,8 +628,11 @@ nlohmann::json to_json(const VerifyResult& r, const Dfa& dfa) {
                   {"pairs", r.exact.pairs},
                   {"margin", number(r.exact.margin)},
                   {"drift", r.exact.drift},
-                  {"log2_certified_length", r.exact.certified ? json("inf") : json(r.exact.log2_certified_length)},
+                  {"log2_certified_length", r.exact.certified ? json("inf") : number(r.exact.log2_certified_length)},
                   {"proves", r.exact.proves},
+                  {"ideal_model", r.exact.ideal},
+                  {"recognition_error", r.exact.recognition_error},
+                  {"stored_model_log2_length", r.exact.ideal ? number(r.exact.log2_certified_length) : json(nullptr)},
                   {"counterexample", word(r.exact.counterexample)}};
     json ps = json::object();
     for (const auto& p : r.precisions) {

@@ -30,7 +30,8 @@ struct VerifyOptions {
     Progress progress;                            // optional
 };
 
-// The all-length part. Rational networks: the exact closure of lrnn (check.hpp). Irrational ones:
+// The all-length part. Integer networks (and 2-D reflection layers at rational angles, as their
+// ideal model): integer_closure. Other rational networks: the exact closure of lrnn (check.hpp). Irrational ones:
 // an interval orbit (256-bit MPFI): representatives c_i of the reachable states, a rigorous per-step
 // drift bound delta (|A c_i + B - c_j| <= delta along every edge) and readout margin m, so that,
 // with |A| <= 1, every word of length L < (m - e0) / delta is proved correct.
@@ -44,6 +45,12 @@ struct ExactCertificate {
     double drift = 0;         // interval orbit: per-step drift bound delta (0 for exact closures)
     double log2_certified_length = 0;  // interval orbit: every word of length < 2^this is proved
     std::string proves;       // what exactly was proved, in words
+    // Angle layers (integer_closure.hpp): `certified` is about the ideal model (entries exactly
+    // cos / sin of k pi / N, recognised within recognition_error of the stored digits); the stored
+    // decimals get the interval orbit: log2_certified_length and stored_proves.
+    bool ideal = false;
+    double recognition_error = 0;
+    std::string stored_proves;
 };
 
 // a^k for one letter a: cycle detection (Brent) on the bit pattern of (DFA state, network state).
