@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
-#include <deque>
+#include <algorithm>
+#include <limits>
 #include <random>
 #include <unordered_map>
 
 #include "statetrack/automata/error.hpp"
+#include "statetrack/lrnn/integer_eval.hpp"
 #include "statetrack/lrnn/scalars.hpp"
 
 namespace statetrack::lrnn {
@@ -79,13 +81,39 @@ std::vector<Letter> rebuild(const std::vector<std::pair<std::size_t, Letter>>& p
     return {word.rbegin(), word.rend()};
 }
 
+// The two ways of stepping a network that the checks share: the scalar-generic one (any
+// precision) and the integer fast path (exact, for integer networks; see integer_eval.hpp).
 template <class T>
-WordCheck all_words_as(const Network& net, const Dfa& dfa, std::size_t max_length, bool check_states) {
-    const PreparedNetwork<T> prepared = prepare<T>(net);
+struct ScalarStepper {
+    using Hidden = NetworkState<T>;
+    PreparedNetwork<T> prepared;
+    explicit ScalarStepper(const Network& net) : prepared(prepare<T>(net)) {}
+    Hidden initial() const { return initial_state(prepared); }
+    // The output symbol, and whether the readout was certain.
+    std::pair<std::uint32_t, bool> step(Hidden& s, Letter a) const { return {lrnn::step(prepared, s, a), s.certain}; }
+};
+
+// Thrown when an integer network's state leaves the guard range: the caller redoes the work in
+// rationals (no construction of the toolkit gets there; hand-written models might).
+struct IntegerOverflow {};
+
+struct IntegerStepper {
+    using Hidden = std::vector<std::int32_t>;
+    IntegerNetwork network;
+    Hidden initial() const { return network.initial; }
+    std::pair<std::uint32_t, bool> step(Hidden& s, Letter a) const {
+        const auto symbol = step_integer(network, s, a);
+        if (!symbol) throw IntegerOverflow{};
+        return {*symbol, true};
+    }
+};
+
+template <class Stepper>
+WordCheck all_words_as(const Stepper& stepper, const Network& net, const Dfa& dfa, std::size_t max_length, bool check_states) {
     WordCheck result;
     result.max_length = max_length;
     // Depth-first over words; stack[d] is the state after the first d letters.
-    std::vector<NetworkState<T>> stack{initial_state(prepared)};
+    std::vector<typename Stepper::Hidden> stack{stepper.initial()};
     std::vector<State> dfa_states{dfa.start};
     std::vector<Letter> word;
     std::vector<Letter> next_letter{0};
@@ -99,12 +127,12 @@ WordCheck all_words_as(const Network& net, const Dfa& dfa, std::size_t max_lengt
             continue;
         }
         const Letter a = next_letter.back()++;
-        NetworkState<T> s = stack.back();
-        const std::uint32_t symbol = step(prepared, s, a);
+        typename Stepper::Hidden s = stack.back();
+        const auto [symbol, certain] = stepper.step(s, a);
         const State q = dfa.next(dfa_states.back(), a);
         word.push_back(a);
         ++result.words;
-        if (!agrees(net, dfa, q, symbol, s.certain, check_states)) {
+        if (!agrees(net, dfa, q, symbol, certain, check_states)) {
             result.ok = false;
             result.counterexample = word;
             return result;
@@ -116,24 +144,23 @@ WordCheck all_words_as(const Network& net, const Dfa& dfa, std::size_t max_lengt
     return result;
 }
 
-template <class T>
-WordCheck random_words_as(const Network& net, const Dfa& dfa, std::size_t count, std::size_t max_length, std::uint64_t seed,
-                          bool check_states) {
-    const PreparedNetwork<T> prepared = prepare<T>(net);
+template <class Stepper>
+WordCheck random_words_as(const Stepper& stepper, const Network& net, const Dfa& dfa, std::size_t count, std::size_t max_length,
+                          std::uint64_t seed, bool check_states) {
     WordCheck result;
     std::mt19937_64 rng(seed);
     for (std::size_t w = 0; w < count; ++w) {
         const std::size_t length = 1 + rng() % max_length;
         result.max_length = std::max(result.max_length, length);
-        NetworkState<T> s = initial_state(prepared);
+        typename Stepper::Hidden s = stepper.initial();
         State q = dfa.start;
         std::vector<Letter> word;
         for (std::size_t t = 0; t < length; ++t) {
             const Letter a = Letter(rng() % dfa.num_letters());
             word.push_back(a);
-            const std::uint32_t symbol = step(prepared, s, a);
+            const auto [symbol, certain] = stepper.step(s, a);
             q = dfa.next(q, a);
-            if (!agrees(net, dfa, q, symbol, s.certain, check_states)) {
+            if (!agrees(net, dfa, q, symbol, certain, check_states)) {
                 result.ok = false;
                 result.counterexample = word;
                 return result;
@@ -144,30 +171,114 @@ WordCheck random_words_as(const Network& net, const Dfa& dfa, std::size_t count,
     return result;
 }
 
+// Runs `f` with the stepper for `precision`: exact goes through the integer fast path when the
+// network is an integer network (falling back to rationals if a value outgrows it).
 template <class F>
-WordCheck dispatch(const Precision& precision, F&& f) {
+WordCheck dispatch(const Network& net, const Precision& precision, F&& f) {
     using K = Precision::Kind;
     WordCheck r;
     switch (precision.kind) {
-        case K::fp16: r = f(Half{}); break;
-        case K::bf16: r = f(BFloat16{}); break;
-        case K::fp32: r = f(float{}); break;
-        case K::fp64: r = f(double{}); break;
-        case K::exact: r = f(Rational{}); break;
+        case K::fp16: r = f(ScalarStepper<Half>(net)); break;
+        case K::bf16: r = f(ScalarStepper<BFloat16>(net)); break;
+        case K::fp32: r = f(ScalarStepper<float>(net)); break;
+        case K::fp64: r = f(ScalarStepper<double>(net)); break;
+        case K::exact:
+            if (auto integer = prepare_integer(net)) {
+                try {
+                    r = f(IntegerStepper{std::move(*integer)});
+                    break;
+                } catch (const IntegerOverflow&) {
+                }
+            }
+            r = f(ScalarStepper<Rational>(net));
+            break;
         case K::bits:
         case K::mpfr: {
             ScopedPrecision scope(precision.bits);
-            r = f(MpfrFloat{});
+            r = f(ScalarStepper<MpfrFloat>(net));
             break;
         }
         case K::interval: {
             ScopedPrecision scope(precision.bits);
-            r = f(MpfiFloat{});
+            r = f(ScalarStepper<MpfiFloat>(net));
             break;
         }
     }
     r.precision = precision.name();
     return r;
+}
+
+std::string certified_message(std::size_t pairs) {
+    return fmt::format("all {} reachable (DFA state, network state) pairs agree: correct for every length", pairs);
+}
+
+// The closure of exact_closure over packed integer states: nodes are stored flat as
+// [DFA state, packed network state] and deduplicated by open addressing. Throws IntegerOverflow.
+ClosureResult integer_closure(const IntegerNetwork& p, const Network& net, const Dfa& dfa, const ClosureOptions& options) {
+    const std::size_t stride = 1 + p.state_size();
+    std::vector<std::int32_t> nodes;
+    std::vector<std::pair<std::size_t, Letter>> parent;
+    constexpr std::uint32_t empty = std::numeric_limits<std::uint32_t>::max();
+    std::vector<std::uint32_t> table(1024, empty);
+    auto hash = [&](const std::int32_t* key) {
+        std::uint64_t h = 0x9e3779b97f4a7c15ull;
+        for (std::size_t k = 0; k < stride; ++k) h = (h ^ std::uint32_t(key[k])) * 0xff51afd7ed558ccdull;
+        return h ^ (h >> 29);
+    };
+    auto node = [&](std::size_t i) { return nodes.data() + i * stride; };
+    // Index of the node equal to key, or where to insert it.
+    auto find = [&](const std::int32_t* key) {
+        std::size_t slot = hash(key) & (table.size() - 1);
+        while (table[slot] != empty && !std::equal(key, key + stride, node(table[slot]))) slot = (slot + 1) & (table.size() - 1);
+        return slot;
+    };
+    auto insert = [&](const std::int32_t* key, std::size_t slot) {
+        nodes.insert(nodes.end(), key, key + stride);
+        table[slot] = std::uint32_t(nodes.size() / stride - 1);
+        if (2 * (nodes.size() / stride) > table.size()) {  // keep the load below one half
+            std::vector<std::uint32_t> old(table.size() * 2, empty);
+            old.swap(table);
+            for (std::uint32_t i : old)
+                if (i != empty) table[find(node(i))] = i;
+        }
+    };
+    std::vector<std::int32_t> start(stride), next(stride);
+    start[0] = std::int32_t(dfa.start);
+    std::copy(p.initial.begin(), p.initial.end(), start.begin() + 1);
+    insert(start.data(), find(start.data()));
+    parent.emplace_back(0, 0);
+    ClosureResult result;
+    for (std::size_t i = 0; i < parent.size(); ++i) {
+        for (Letter a = 0; a < dfa.num_letters(); ++a) {
+            std::copy(node(i), node(i) + stride, next.begin());
+            const auto symbol = step_integer(p, std::span<std::int32_t>(next).subspan(1), a);
+            if (!symbol) throw IntegerOverflow{};
+            const State q = dfa.next(State(next[0]), a);
+            next[0] = std::int32_t(q);
+            if (!agrees(net, dfa, q, *symbol, true, options.check_states)) {
+                // Breadth-first order makes this a shortest failing word.
+                std::vector<Letter> word = rebuild(parent, i);
+                word.push_back(a);
+                result.counterexample = std::move(word);
+                result.complete = true;
+                result.pairs = parent.size();
+                result.message = "a reachable pair reads out a different answer than the DFA";
+                return result;
+            }
+            const std::size_t slot = find(next.data());
+            if (table[slot] != empty) continue;
+            if (parent.size() >= options.max_pairs) {
+                result.pairs = parent.size();
+                result.message = fmt::format("stopped at the limit of {} pairs", options.max_pairs);
+                return result;
+            }
+            insert(next.data(), slot);
+            parent.emplace_back(i, a);
+        }
+    }
+    result.complete = result.certified = true;
+    result.pairs = parent.size();
+    return result;
 }
 
 }  // namespace
@@ -179,6 +290,15 @@ ClosureResult exact_closure(const Network& net, const Dfa& dfa, const ClosureOpt
         result.applicable = false;
         result.message = "the network has irrational entries: no exact closure (use interval checks)";
         return result;
+    }
+    if (auto integer = prepare_integer(net)) {
+        try {
+            result = integer_closure(*integer, net, dfa, options);
+            if (result.certified) result.message = certified_message(result.pairs);
+            return result;
+        } catch (const IntegerOverflow&) {
+            result = ClosureResult{};
+        }
     }
     const PreparedNetwork<Rational> prepared = prepare<Rational>(net);
     std::vector<std::pair<State, NetworkState<Rational>>> nodes;
@@ -215,21 +335,21 @@ ClosureResult exact_closure(const Network& net, const Dfa& dfa, const ClosureOpt
     }
     result.complete = result.certified = true;
     result.pairs = nodes.size();
-    result.message = fmt::format("all {} reachable (DFA state, network state) pairs agree: correct for every length", nodes.size());
+    result.message = certified_message(nodes.size());
     return result;
 }
 
 WordCheck check_all_words(const Network& net, const Dfa& dfa, std::size_t max_length, const Precision& precision, bool check_states) {
     check_same_alphabet(net, dfa);
-    return dispatch(precision, [&](auto tag) { return all_words_as<decltype(tag)>(net, dfa, max_length, check_states); });
+    return dispatch(net, precision, [&](const auto& stepper) { return all_words_as(stepper, net, dfa, max_length, check_states); });
 }
 
 WordCheck check_random_words(const Network& net, const Dfa& dfa, std::size_t count, std::size_t max_length, std::uint64_t seed,
                              const Precision& precision, bool check_states) {
     check_same_alphabet(net, dfa);
     if (max_length == 0) throw InputError("--length", "0", "the maximal length must be positive");
-    return dispatch(precision,
-                    [&](auto tag) { return random_words_as<decltype(tag)>(net, dfa, count, max_length, seed, check_states); });
+    return dispatch(net, precision,
+                    [&](const auto& stepper) { return random_words_as(stepper, net, dfa, count, max_length, seed, check_states); });
 }
 
 std::size_t exhaustive_length(std::size_t letters, std::size_t budget) {

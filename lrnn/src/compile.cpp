@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <limits>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "numeric.hpp"
 #include "statetrack/automata/decompose.hpp"
@@ -290,18 +292,79 @@ Network compile_theorem6(const Dfa& dfa, const CyclicStructure& cyc, Wiring wiri
 
 using automata::Cascade;
 using automata::Coordinates;
-
-// The literal (post-update) reading: level i acts with the coordinates of the levels above *after*
-// their update, as a stacked layer without a shift would see them.
-Coordinates literal_step(const Cascade& c, const Coordinates& coords, Letter a) {
-    Coordinates next = coords;
-    for (std::size_t i = 0; i < c.levels.size(); ++i)
-        next[i] = automata::level_action(c, i, std::span<const automata::Point>(next.data(), i), a).apply(coords[i]);
-    return next;
-}
+using automata::Point;
 
 std::string action_key(const automata::LevelAction& action) {
     return fmt::format("{}:{}", int(action.kind), fmt::join(action.map, ","));
+}
+
+// The reachable tuples of coordinates of levels 0..i (prefixes of reachable cascade states), in
+// lexicographic order, each as (index of its parent tuple of levels 0..i-1, point of level i).
+// `next[p * tokens + a]` is the tuple that p becomes on letter a (under the wiring's semantics).
+struct PrefixLevel {
+    std::vector<Coordinates> tuples;
+    std::vector<std::uint32_t> parent;
+    std::unordered_map<std::uint64_t, std::uint32_t> index;  // (parent << 32 | point) -> tuple
+    std::vector<std::uint32_t> next;
+    std::uint32_t find(std::uint32_t parent_tuple, automata::Point point) const {
+        const auto it = index.find(std::uint64_t(parent_tuple) << 32 | point);
+        return it == index.end() ? no_tuple : it->second;
+    }
+    static constexpr std::uint32_t no_tuple = std::numeric_limits<std::uint32_t>::max();
+};
+
+// Level i's actions per tuple of the levels above: one map lookup per tuple, not per letter.
+std::vector<const std::vector<automata::LevelAction>*> level_actions(const Cascade& c, std::size_t i, const PrefixLevel& above) {
+    std::vector<const std::vector<automata::LevelAction>*> acts(above.tuples.size(), nullptr);
+    for (std::size_t u = 0; u < acts.size(); ++u)
+        if (const auto it = c.levels[i].actions.find(above.tuples[u]); it != c.levels[i].actions.end()) acts[u] = &it->second;
+    return acts;
+}
+
+Point apply(const std::vector<automata::LevelAction>* acts, Letter a, Point p) { return acts ? (*acts)[a].apply(p) : p; }
+
+// Level i's reachable tuples, breadth first from the start, then numbered in lexicographic order.
+// shift: level i reads the levels above before their update (the cascade's semantics); literal:
+// after it, as a stacked layer without the shift would.
+PrefixLevel reachable_prefixes(const Cascade& c, std::size_t i, const PrefixLevel& above,
+                               const std::vector<const std::vector<automata::LevelAction>*>& acts, std::size_t tokens, bool shift,
+                               const std::string& origin) {
+    auto successor = [&](std::uint32_t parent, Point point, Letter a) {
+        const std::uint32_t moved = above.next[parent * tokens + a];
+        return std::pair{moved, apply(acts[shift ? parent : moved], a, point)};
+    };
+    const Coordinates start_above(c.start.begin(), c.start.begin() + long(i));
+    std::uint32_t root = 0;
+    if (i > 0) root = std::uint32_t(std::lower_bound(above.tuples.begin(), above.tuples.end(), start_above) - above.tuples.begin());
+    std::set<std::pair<std::uint32_t, Point>> seen{{root, c.start[i]}};
+    std::deque<std::pair<std::uint32_t, Point>> queue{{root, c.start[i]}};
+    while (!queue.empty()) {
+        const auto [parent, point] = queue.front();
+        queue.pop_front();
+        for (Letter a = 0; a < tokens; ++a) {
+            const auto next = successor(parent, point, a);
+            if (seen.insert(next).second) {
+                if (seen.size() > automata::default_cascade_state_limit)
+                    throw LimitError(origin, "cascade", "more reachable cascade states than the limit");
+                queue.push_back(next);
+            }
+        }
+    }
+    PrefixLevel level;  // std::set's order is (parent, point): lexicographic, as parents are
+    for (const auto& [parent, point] : seen) {
+        level.index.emplace(std::uint64_t(parent) << 32 | point, std::uint32_t(level.tuples.size()));
+        Coordinates t = i == 0 ? Coordinates{} : above.tuples[parent];
+        t.push_back(point);
+        level.tuples.push_back(std::move(t));
+        level.parent.push_back(parent);
+    }
+    level.next.resize(level.tuples.size() * tokens);
+    for (std::size_t p = 0; p < level.tuples.size(); ++p)
+        for (Letter a = 0; a < tokens; ++a) {
+            const auto [parent, point] = successor(level.parent[p], level.tuples[p].back(), a);
+            level.next[p * tokens + a] = level.find(parent, point);
+        }
+    return level;
 }
 
 // One one-hot layer per level. Layer i's output symbol at time t is the tuple of coordinates of
@@ -312,45 +375,29 @@ Network compile_cascade(const Dfa& dfa, const Cascade& c, const CompileOptions& 
     Network net = base_network(dfa, "cascade", options.wiring);
     const std::size_t levels = c.levels.size(), tokens = dfa.num_letters();
     const bool shift = options.wiring == Wiring::shift;
-    auto advance = [&](const Coordinates& x, Letter a) { return shift ? automata::step(c, x, a) : literal_step(c, x, a); };
-    // Reachable coordinate tuples under this wiring's semantics.
-    std::set<Coordinates> reached{c.start};
-    std::deque<Coordinates> queue{c.start};
-    while (!queue.empty()) {
-        const Coordinates x = queue.front();
-        queue.pop_front();
-        for (Letter a = 0; a < tokens; ++a) {
-            Coordinates y = advance(x, a);
-            if (reached.insert(y).second) {
-                if (reached.size() > automata::default_cascade_state_limit)
-                    throw LimitError(dfa.name, "cascade", "more reachable cascade states than the limit");
-                queue.push_back(std::move(y));
-            }
-        }
-    }
-    // prefixes[i]: the tuples of levels 0..i that occur, numbered in order.
-    std::vector<std::map<Coordinates, std::uint32_t>> prefixes(levels);
-    for (const auto& x : reached)
-        for (std::size_t i = 0; i < levels; ++i) prefixes[i].emplace(Coordinates(x.begin(), x.begin() + long(i) + 1), 0);
-    for (auto& p : prefixes) {
-        std::uint32_t k = 0;
-        for (auto& [key, value] : p) value = k++;
-    }
-    std::vector<Coordinates> upstream{Coordinates{}};  // the previous layer's output symbols as tuples
+    const std::string origin = dfa.name.empty() ? "<dfa>" : dfa.name;
+    // The level above level 0: one empty tuple that every letter keeps.
+    PrefixLevel above;
+    above.tuples = {Coordinates{}};
+    above.parent = {0};
+    above.next.assign(tokens, 0);
     for (std::size_t i = 0; i < levels; ++i) {
+        const auto acts = level_actions(c, i, above);
+        PrefixLevel level = reachable_prefixes(c, i, above, acts, tokens, shift, origin);
         const std::size_t dim = std::max<std::size_t>(c.levels[i].points, 1);
-        Layer layer = single_layer(dim, upstream.size() * tokens);
+        Layer layer = single_layer(dim, above.tuples.size() * tokens);
         layer.h0 = unit(dim, c.start[i]);
         TransitionTable table;
         layer.readout.kind = Readout::Kind::argmax;
         for (std::size_t j = 0; j < dim; ++j) layer.readout.labels.push_back(std::uint32_t(j));
         layer.readout.num_labels = dim;
-        layer.readout.num_outputs = prefixes[i].size();
+        layer.readout.num_outputs = level.tuples.size();
         layer.readout.outputs.assign(dim * layer.num_inputs, 0);
-        for (std::size_t u = 0; u < upstream.size(); ++u)
+        for (std::size_t u = 0; u < above.tuples.size(); ++u)
             for (Letter a = 0; a < tokens; ++a) {
                 const std::size_t input = u * tokens + a;
-                const auto& action = automata::level_action(c, i, upstream[u], a);
+                static const automata::LevelAction identity;
+                const automata::LevelAction& action = acts[u] ? (*acts[u])[a] : identity;
                 const std::string key = action_key(action);
                 const auto known = table.index.find(key);  // build each distinct transition once (large resets)
                 Transition t;
@@ -366,23 +413,18 @@ Network compile_cascade(const Dfa& dfa, const Cascade& c, const CompileOptions& 
                 layer.input_transition.push_back(known != table.index.end() ? known->second : table.add(layer, std::move(t), key));
                 // The levels above after this step: shift reads them before the update and
                 // advances them here; literal reads them after the update already.
-                Coordinates above = upstream[u];
-                if (shift)
-                    for (std::size_t k = 0; k < i; ++k)
-                        above[k] = automata::level_action(c, k, std::span<const automata::Point>(upstream[u].data(), k), a).apply(upstream[u][k]);
-                above.push_back(0);
+                const std::uint32_t parent = shift ? above.next[input] : std::uint32_t(u);
                 for (std::size_t j = 0; j < dim; ++j) {
-                    above.back() = automata::Point(j);
-                    auto it = prefixes[i].find(above);
-                    layer.readout.outputs[j * layer.num_inputs + input] = it == prefixes[i].end() ? 0 : it->second;
+                    const std::uint32_t tuple = level.find(parent, automata::Point(j));
+                    layer.readout.outputs[j * layer.num_inputs + input] = tuple == PrefixLevel::no_tuple ? 0 : tuple;
                 }
             }
-        layer.initial_output = prefixes[i].at(Coordinates(c.start.begin(), c.start.begin() + long(i) + 1));
+        const Coordinates start(c.start.begin(), c.start.begin() + long(i) + 1);
+        layer.initial_output = std::uint32_t(std::lower_bound(level.tuples.begin(), level.tuples.end(), start) - level.tuples.begin());
         net.layers.push_back(std::move(layer));
-        upstream.assign(prefixes[i].size(), {});
-        for (const auto& [key, value] : prefixes[i]) upstream[value] = key;
+        above = std::move(level);
     }
-    for (const auto& x : upstream) {
+    for (const auto& x : above.tuples) {
         auto it = c.decode.find(x);
         const std::int64_t q = it == c.decode.end() ? no_dfa_state : std::int64_t(it->second);
         net.states.push_back(q);

@@ -54,7 +54,8 @@ Number from_mpfr(mpfr_srcptr x) {
 
 }  // namespace detail
 
-Number integer(long long value) { return detail::from_rational(detail::Rational(value)); }
+// Direct: the compiler makes millions of these (dense unit vectors), GMP would dominate.
+Number integer(long long value) { return Number{std::to_string(value), static_cast<double>(value), {}}; }
 
 Number rational(long long numerator, long long denominator) {
     return detail::from_rational(detail::Rational(numerator, denominator));
