@@ -65,6 +65,11 @@ std::optional<IntegerNetwork> prepare_integer(const Network& network) {
                 const auto c = integer_coefficient(f, factor);
                 if (!c || !fits(*c)) return std::nullopt;
                 factor.coefficient = *c;
+                if (factor.support.size() == 1 && factor.coefficient * factor.v[0] * factor.v[0] == 1) {
+                    if (it.factors.empty() || !it.factors.back().zeroes) it.factors.push_back(IntegerFactor{{}, {}, 0, true});
+                    it.factors.back().support.push_back(factor.support[0]);
+                    continue;
+                }
                 it.factors.push_back(std::move(factor));
             }
             for (const auto& d : t.diagonal) {
@@ -107,6 +112,10 @@ std::optional<std::uint32_t> step_integer(const IntegerNetwork& p, std::span<std
         const IntegerTransition& t = il.transitions[layer.input_transition[input]];
         std::int32_t* h = state.data() + il.offset;
         for (const auto& f : t.factors) {
+            if (f.zeroes) {
+                for (std::uint32_t k : f.support) h[k] = 0;
+                continue;
+            }
             std::int64_t dot = 0;
             for (std::size_t k = 0; k < f.support.size(); ++k) dot += f.v[k] * h[f.support[k]];
             if (dot == 0) continue;

@@ -23,6 +23,10 @@ struct IntegerFactor {
     std::vector<std::uint32_t> support;  // coordinates where v is not zero
     std::vector<std::int64_t> v;         // v on the support
     std::int64_t coefficient = 0;        // beta / v.v, an integer
+    // A run of consecutive projections onto single coordinates (beta / v.v * v_k^2 = 1, which set
+    // h_k to 0): `support` lists those coordinates and `v` is empty. A reset's n projections
+    // become one such run.
+    bool zeroes = false;
 };
 
 struct IntegerTransition {
