@@ -2,9 +2,12 @@
 // on deliberately broken ones.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "statetrack/automata/error.hpp"
 #include "statetrack/automata/zoo.hpp"
 #include "statetrack/lrnn/compile.hpp"
+#include "statetrack/lrnn/number.hpp"
 #include "statetrack/proofs/verify.hpp"
 
 using namespace statetrack;
@@ -35,7 +38,7 @@ TEST(Verify, ParityIsCertifiedExactlyAndInEveryPrecision) {
     const auto r = proofs::verify(compile(dfa, lrnn::Construction::parity), dfa, small_options());
     EXPECT_TRUE(r.passed());
     EXPECT_TRUE(r.exact.certified);
-    EXPECT_EQ(r.exact.method, "rational closure");
+    EXPECT_EQ(r.exact.method, "integer closure");
     EXPECT_EQ(r.exact.pairs, 2u);
     ASSERT_EQ(r.precisions.size(), 4u);
     for (const auto& p : r.precisions) {
@@ -75,13 +78,42 @@ TEST(Verify, RotationGetsAnIntervalBoundAndItsFloatOrbitsClose) {
     const auto dfa = zoo("mod:5");
     const auto r = proofs::verify(compile(dfa, lrnn::Construction::rotation), dfa, small_options());
     EXPECT_TRUE(r.passed());
-    EXPECT_EQ(r.exact.method, "interval orbit");
+    // The ideal model (cos / sin of multiples of pi / 5) closes exactly on 5 angles; the stored
+    // decimals get a rigorous interval bound, not an all-length proof.
+    EXPECT_EQ(r.exact.method, "angle closure (ideal model) + interval orbit (stored model)");
     EXPECT_TRUE(r.exact.complete);
+    EXPECT_TRUE(r.exact.ideal);
     EXPECT_EQ(r.exact.pairs, 5u);
-    EXPECT_FALSE(r.exact.certified);  // no all-length proof for irrational entries: said plainly
+    EXPECT_TRUE(r.exact.certified);
     EXPECT_GT(r.exact.log2_certified_length, 100);
+    EXPECT_TRUE(std::isfinite(r.exact.log2_certified_length));
     // Rounded rotations by 2 pi / 5 happen to cycle exactly on 1^k in these formats: the closure closes.
     for (const auto& p : r.precisions) EXPECT_TRUE(p.all_lengths) << p.name;
+}
+
+TEST(Verify, ARationalNonIntegerModelUsesTheRationalClosure) {
+    // Scale the parity model's state by 1/2: still exact, no longer integer.
+    const auto dfa = zoo("parity");
+    auto net = compile(dfa, lrnn::Construction::parity);
+    net.layers[0].h0 = {lrnn::rational(1, 2)};
+    net.layers[0].readout.anchors = {{lrnn::rational(1, 2)}, {lrnn::rational(-1, 2)}};
+    const auto r = proofs::verify(net, dfa, small_options());
+    EXPECT_EQ(r.exact.method, "rational closure");
+    EXPECT_TRUE(r.exact.certified);
+    EXPECT_EQ(r.exact.pairs, 2u);
+    EXPECT_NEAR(r.exact.margin, 0.5, 1e-12);
+}
+
+TEST(Verify, AWrongTheoremSixMirrorIsACounterexampleOfTheStoredModel) {
+    const auto dfa = zoo("modsum:3");
+    auto net = compile(dfa, lrnn::Construction::theorem6);
+    // Without its bias the counter layer stays at 0: the adder never learns t mod 2.
+    net.layers[0].transitions[0].bias.clear();
+    const auto r = proofs::verify(net, dfa, small_options());
+    EXPECT_FALSE(r.passed());
+    ASSERT_TRUE(r.counterexample);
+    EXPECT_TRUE(r.exact.ideal);
+    EXPECT_LE(r.counterexample->size(), 3u);
 }
 
 TEST(Verify, BadPrecisionListsAreInputErrors) {
