@@ -83,6 +83,9 @@ Dfa read_dfa_json(const std::string& text, const std::string& origin, LoadNotes*
         const auto [line, column] = line_and_column(text, e.byte == 0 ? 0 : e.byte - 1);
         throw InputError(origin, fmt::format("line {}, column {}", line, column),
                          fmt::format("malformed JSON: {}", parse_error_reason(e)));
+    } catch (const json::exception& e) {
+        // json::parse also throws out_of_range.406 for a number beyond double range (1e999); found by fuzzing.
+        throw InputError(origin, "", fmt::format("malformed JSON: {}", e.what()));
     }
     const Reader r{origin};
     if (!doc.is_object()) r.fail("/", fmt::format("expected a JSON object, got {}", type_name(doc)));
