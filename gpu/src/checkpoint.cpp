@@ -63,6 +63,8 @@ Checkpoint decode_checkpoint(const std::string& bytes, const std::string& origin
     } catch (const nlohmann::json::exception& e) {
         throw InputError(origin, "header", fmt::format("bad JSON: {}", e.what()));
     }
+    // value() below throws a json type_error on anything but an object (found by fuzzing).
+    if (!header.is_object()) throw InputError(origin, "header", "expected a JSON object");
     Checkpoint c;
     c.task = task_from_json(header.value("task", nlohmann::json::object()), origin);
     c.options = options_from_json(header.value("options", nlohmann::json::object()), origin);
