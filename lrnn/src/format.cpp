@@ -111,6 +111,26 @@ struct Reader {
 
 // Documented limits (docs/lrnn-format.md): keep hostile files from exhausting memory.
 constexpr std::uint64_t max_dim = 1u << 16, max_inputs = 1u << 24, max_symbols = 1u << 24;
+// Vectors are stored dense, so a short sparse entry stands for `dim` numbers. Their total is
+// counted on the parsed JSON before anything is built, so a small file cannot exhaust memory.
+constexpr std::uint64_t max_numbers = std::uint64_t(1) << 23;
+
+std::uint64_t numbers_declared(const json& layers) {
+    std::uint64_t total = 0;
+    for (const json& l : layers) {
+        if (!l.is_object() || !l.contains("dim") || !l["dim"].is_number_unsigned()) continue;
+        std::uint64_t vectors = 1;  // h0
+        if (l.contains("transitions") && l["transitions"].is_array())
+            for (const json& t : l["transitions"])
+                if (t.is_object())
+                    vectors += (t.contains("factors") && t["factors"].is_array() ? t["factors"].size() : 0) +
+                               t.contains("diagonal") + t.contains("bias");
+        if (l.contains("readout") && l["readout"].is_object() && l["readout"].contains("anchors") && l["readout"]["anchors"].is_array())
+            vectors += l["readout"]["anchors"].size();
+        total += std::min(l["dim"].get<std::uint64_t>(), max_dim) * vectors;
+    }
+    return total;
+}
 
 }  // namespace
 
@@ -169,6 +189,9 @@ Network read_network_json(const std::string& text, const std::string& origin) {
         j = json::parse(text);
     } catch (const json::parse_error& e) {
         throw InputError(origin, fmt::format("byte {}", e.byte), "invalid JSON");
+    } catch (const json::exception& e) {
+        // json::parse also throws out_of_range.406 for a number beyond double range (1e999); found by fuzzing.
+        throw InputError(origin, "", fmt::format("invalid JSON: {}", e.what()));
     }
     Reader r{origin};
     const std::string format = r.string(r.field(j, "", "format"), "/format");
@@ -185,6 +208,9 @@ Network read_network_json(const std::string& text, const std::string& origin) {
     if (wiring != "shift" && wiring != "literal") r.fail("/wiring", "expected \"shift\" or \"literal\"");
     net.wiring = wiring == "shift" ? Wiring::shift : Wiring::literal;
     const json& layers = r.array(r.field(j, "", "layers"), "/layers");
+    if (const auto numbers = numbers_declared(layers); numbers > max_numbers)
+        throw LimitError(origin, "/layers", fmt::format("the model holds {} numbers (every vector counts its full dimension), "
+                                                        "beyond the limit of {}", numbers, max_numbers));
     for (std::size_t i = 0; i < layers.size(); ++i) {
         const std::string at = fmt::format("/layers/{}", i);
         const json& lj = layers[i];
