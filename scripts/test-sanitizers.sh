@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Second test stage: the memory-relevant suites under AddressSanitizer + UndefinedBehaviorSanitizer
+# in their own build folder (build-asan, or $STATETRACK_ASAN_DIR), at -O1 to keep the 2-core CI
+# inside its budget: the automata and lrnn libraries, their suites, and test_robustness (fuzz
+# corpora replay, round trips, limits, SIGKILL), plus the CLI they drive. CUDA is off. Prints the
+# ctest summary; exits non-zero on any failure or sanitizer report.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${STATETRACK_ASAN_DIR:-$root/build-asan}
+jobs=${STATETRACK_JOBS:-$(nproc)}
+suites=(test_automata test_lrnn test_robustness)
+start=$(date +%s)
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS_SANITIZE="-O1" \
+        -DSTATETRACK_SANITIZE=ON -DSTATETRACK_WITH_CUDA=OFF -DSTATETRACK_BUILD_BENCH=OFF >&2
+fi
+targets=(statetrack)
+for s in "${suites[@]}"; do
+  # A suite folder may be absent in a partial checkout; build only the suites that exist.
+  if [ -d "$root/tests/${s#test_}" ]; then targets+=("$s"); fi
+done
+cmake --build "$build" -j "$jobs" --target "${targets[@]}" >&2
+built=$(date +%s)
+# halt_on_error: the first report fails the test; detect_leaks: LeakSanitizer runs with ASan.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+# Each suite runs as $jobs GoogleTest shards at once; logs in $build/sanitizer-logs/.
+logs="$build/sanitizer-logs"
+rm -rf "$logs" && mkdir -p "$logs"
+pids=() names=()
+for s in "${targets[@]:1}"; do
+  binary=$(find "$build/tests" -name "$s" -type f -perm -u+x | head -1)
+  for ((shard = 0; shard < jobs; shard++)); do
+    GTEST_TOTAL_SHARDS=$jobs GTEST_SHARD_INDEX=$shard "$binary" --gtest_brief=1 > "$logs/$s.$shard.log" 2>&1 &
+    pids+=($!) names+=("$s shard $shard")
+  done
+done
+status=0
+for i in "${!pids[@]}"; do
+  if ! wait "${pids[$i]}"; then
+    status=1
+    echo "FAILED: ${names[$i]} (log: $logs/$(echo "${names[$i]}" | awk '{print $1"."$3}').log)"
+    tail -n 30 "$logs/$(echo "${names[$i]}" | awk '{print $1"."$3}').log"
+  fi
+done
+passed=$(cat "$logs"/*.log | grep -o '\[  PASSED  \] [0-9]* test' | awk '{s += $4} END {print s + 0}')
+failed=$(cat "$logs"/*.log | grep -o '\[  FAILED  \] [0-9]* test' | awk '{s += $4} END {print s + 0}')
+echo "sanitizers (ASan+UBSan, -O1): ${targets[*]:1}: $passed tests passed, $failed failed; build $((built - start)) s, tests $(( $(date +%s) - built )) s"
+exit $status

@@ -1,0 +1,217 @@
+// Nothing lost (issue 8): `statetrack train` and `statetrack compile` are killed with SIGKILL at
+// random moments (fixed seed); every output file on disk must then be the old complete version or
+// the new complete one, and `train --resume` must continue to the same weights as a run that was
+// never interrupted.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "statetrack/automata/error.hpp"
+#include "statetrack/gpu/checkpoint.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using namespace statetrack;
+
+std::string contents(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream out;
+    out << in.rdbuf();
+    return out.str();
+}
+
+fs::path scratch(const std::string& name) {
+    const fs::path dir = fs::temp_directory_path() / ("statetrack-kill-" + name + "-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    return dir;
+}
+
+// Starts the CLI with these arguments, stdout and stderr to /dev/null.
+pid_t spawn(const std::vector<std::string>& args) {
+    std::vector<char*> argv;
+    std::string cli = STATETRACK_CLI;
+    argv.push_back(cli.data());
+    std::vector<std::string> copy = args;
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        std::freopen("/dev/null", "w", stdout);
+        std::freopen("/dev/null", "w", stderr);
+        ::execv(argv[0], argv.data());
+        ::_exit(127);
+    }
+    return pid;
+}
+
+// The exit code, or 128 + the signal that ended it.
+int wait_for(pid_t pid) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int run_cli(const std::vector<std::string>& args) { return wait_for(spawn(args)); }
+
+// Runs the CLI and SIGKILLs it after `delay`; true when the kill hit a running process.
+bool run_and_kill(const std::vector<std::string>& args, std::chrono::microseconds delay) {
+    const pid_t pid = spawn(args);
+    std::this_thread::sleep_for(delay);
+    const bool running = ::waitpid(pid, nullptr, WNOHANG) == 0;
+    if (running) ::kill(pid, SIGKILL);
+    if (running) wait_for(pid);
+    return running;
+}
+
+// Files under dir that are neither in `names` nor a write_file_atomically temporary (".NAME.tmpXXXXXXXX",
+// which a kill may leave behind but which never carries a final name).
+std::vector<std::string> unexpected_files(const fs::path& dir, const std::vector<std::string>& names) {
+    std::vector<std::string> out;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+        const std::string file = entry.path().filename().string();
+        bool known = false;
+        for (const auto& n : names) known = known || file == n || file.rfind("." + n + ".tmp", 0) == 0;
+        if (!known) out.push_back(file);
+    }
+    return out;
+}
+
+std::vector<nlohmann::json> json_lines(const std::string& text) {
+    std::vector<nlohmann::json> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+    return lines;
+}
+
+// A metrics record without its wall-clock fields, which differ between runs.
+nlohmann::json deterministic_part(nlohmann::json record) {
+    record.erase("elapsed_s");
+    return record;
+}
+
+const std::vector<std::string> train_args = {"train", "--task", "zoo:parity", "--d-model", "8", "--steps", "240",
+                                             "--batch", "4", "--train-len", "2:8", "--test-len", "8:12",
+                                             "--eval-words", "4", "--eval-every", "8", "--quiet", "--out"};
+
+TEST(KillTrain, FilesStayCompleteAndResumeReachesTheSameWeights) {
+    const fs::path ref = scratch("train-ref"), dir = scratch("train-killed");
+    auto args = train_args;
+    args.push_back(ref.string());
+    const auto t0 = Clock::now();
+    ASSERT_EQ(run_cli(args), 0);
+    const auto full = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0);
+    const gpu::Checkpoint reference = gpu::read_checkpoint((ref / "checkpoint.bin").string());
+    const auto reference_metrics = json_lines(contents(ref / "metrics.jsonl"));
+    ASSERT_EQ(reference.step, 240u);
+    ASSERT_EQ(reference_metrics.size(), 30u);
+
+    std::mt19937_64 rng(20261122);
+    std::size_t kills = 0, checkpoints_seen = 0;
+    const std::vector<std::string> outputs = {"checkpoint.bin", "metrics.jsonl", "summary.json"};
+    for (int round = 0; round < 8; ++round) {
+        std::vector<std::string> a = train_args;
+        a.push_back(dir.string());
+        if (fs::exists(dir / "checkpoint.bin")) a.push_back("--resume");
+        // Most of a run's time is start-up and the first steps; delays spread over the whole run.
+        const auto delay = std::chrono::microseconds(std::int64_t(full.count() * (0.05 + 0.9 * double(rng() % 1000) / 1000)));
+        kills += run_and_kill(a, delay);
+        EXPECT_TRUE(unexpected_files(dir, outputs).empty());
+        if (fs::exists(dir / "checkpoint.bin")) {
+            // Complete (the checksum holds) and a version the uninterrupted run also passed through.
+            gpu::Checkpoint c;
+            ASSERT_NO_THROW(c = gpu::read_checkpoint((dir / "checkpoint.bin").string())) << "round " << round;
+            ++checkpoints_seen;
+            EXPECT_EQ(c.step % 8, 0u);
+            ASSERT_EQ(c.history.size(), c.step / 8);
+            for (std::size_t i = 0; i < c.history.size(); ++i)
+                EXPECT_EQ(deterministic_part(c.history[i]), deterministic_part(reference_metrics[i])) << "round " << round;
+        }
+        if (fs::exists(dir / "metrics.jsonl")) {
+            std::vector<nlohmann::json> lines;
+            ASSERT_NO_THROW(lines = json_lines(contents(dir / "metrics.jsonl"))) << "round " << round;
+            for (std::size_t i = 0; i < lines.size(); ++i)
+                EXPECT_EQ(deterministic_part(lines[i]), deterministic_part(reference_metrics[i])) << "round " << round;
+        }
+        if (fs::exists(dir / "summary.json")) {
+            EXPECT_NO_THROW(nlohmann::json::parse(contents(dir / "summary.json")));
+        }
+    }
+    EXPECT_GE(kills, 4u) << "most kills should hit a running process";
+    EXPECT_GE(checkpoints_seen, 1u);
+
+    // Resume to the end: the same weights, moments and metrics as the run that was never killed.
+    args = train_args;
+    args.push_back(dir.string());
+    if (fs::exists(dir / "checkpoint.bin")) args.push_back("--resume");
+    ASSERT_EQ(run_cli(args), 0);
+    const gpu::Checkpoint resumed = gpu::read_checkpoint((dir / "checkpoint.bin").string());
+    EXPECT_EQ(resumed.step, reference.step);
+    EXPECT_EQ(resumed.params, reference.params);
+    EXPECT_EQ(resumed.m, reference.m);
+    EXPECT_EQ(resumed.v, reference.v);
+    const auto metrics = json_lines(contents(dir / "metrics.jsonl"));
+    ASSERT_EQ(metrics.size(), reference_metrics.size());
+    for (std::size_t i = 0; i < metrics.size(); ++i)
+        EXPECT_EQ(deterministic_part(metrics[i]), deterministic_part(reference_metrics[i]));
+    EXPECT_EQ(nlohmann::json::parse(contents(dir / "summary.json"))["final"],
+              nlohmann::json::parse(contents(ref / "summary.json"))["final"]);
+    fs::remove_all(ref);
+    fs::remove_all(dir);
+}
+
+TEST(KillTrain, ACorruptCheckpointIsRefusedNotResumed) {
+    // The check above relies on read_checkpoint refusing incomplete files: a truncated checkpoint
+    // (what a non-atomic writer would leave) is an InputError, and so is `train --resume` on it.
+    const fs::path dir = scratch("train-truncated");
+    auto args = train_args;
+    args.push_back(dir.string());
+    args[6] = "16";  // --steps
+    ASSERT_EQ(run_cli(args), 0);
+    const std::string full = contents(dir / "checkpoint.bin");
+    std::ofstream(dir / "checkpoint.bin", std::ios::binary | std::ios::trunc) << full.substr(0, full.size() / 2);
+    EXPECT_THROW(gpu::read_checkpoint((dir / "checkpoint.bin").string()), InputError);
+    args.push_back("--resume");
+    EXPECT_EQ(run_cli(args), 2);
+    fs::remove_all(dir);
+}
+
+TEST(KillCompile, TheModelFileIsTheOldOrTheNewOne) {
+    const fs::path dir = scratch("compile");
+    const fs::path out = dir / "model.json", fresh = dir / "reference.json", old_copy = dir / "old.json";
+    ASSERT_EQ(run_cli({"compile", "zoo:parity", "-o", old_copy.string()}), 0);
+    const auto t0 = Clock::now();
+    ASSERT_EQ(run_cli({"compile", "zoo:mod:24", "-o", fresh.string()}), 0);
+    const auto full = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0);
+    const std::string old_model = contents(old_copy), new_model = contents(fresh);
+    ASSERT_NE(old_model, new_model);
+
+    std::mt19937_64 rng(4242);
+    std::size_t kills = 0, saw_old = 0, saw_new = 0;
+    for (int round = 0; round < 10; ++round) {
+        fs::copy_file(old_copy, out, fs::copy_options::overwrite_existing);
+        const auto delay = std::chrono::microseconds(std::int64_t(full.count() * (1.1 * double(rng() % 1000) / 1000)));
+        kills += run_and_kill({"compile", "zoo:mod:24", "-o", out.string()}, delay);
+        const std::string now = contents(out);
+        EXPECT_TRUE(now == old_model || now == new_model) << "round " << round << ": " << now.size() << " bytes";
+        saw_old += now == old_model, saw_new += now == new_model;
+        EXPECT_TRUE(unexpected_files(dir, {"model.json", "reference.json", "old.json"}).empty());
+    }
+    EXPECT_GE(kills, 5u);
+    EXPECT_GE(saw_old, 1u);
+    fs::remove_all(dir);
+}
+
+}  // namespace
