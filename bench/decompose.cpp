@@ -1,6 +1,7 @@
 // Decomposes every MLRegTest DFA (tests/data/mlregtest/att) with the holonomy method and verifies
 // each cascade for all words. Prints a summary table and writes JSON (default bench_decompose.json).
-// Usage: bench_decompose [OUTPUT.json] [--limit N]   (N: only the first N files, for quick runs)
+// Usage: bench_decompose [OUTPUT.json] [--limit N] [--only TEXT]
+//   (N: only the first N files; TEXT: only files whose name contains it, for profiling one file)
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -23,14 +24,17 @@ using Clock = std::chrono::steady_clock;
 int main(int argc, char** argv) {
     std::string output = "bench_decompose.json";
     std::size_t limit = static_cast<std::size_t>(-1);
+    std::string only;
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--limit") == 0 && i + 1 < argc) limit = std::stoul(argv[++i]);
+        else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
         else output = argv[i];
     }
     const std::filesystem::path dir = std::filesystem::path(STATETRACK_TEST_DATA) / "mlregtest" / "att";
     std::vector<std::filesystem::path> files;
     for (const auto& entry : std::filesystem::directory_iterator(dir))
-        if (entry.path().extension() == ".att") files.push_back(entry.path());
+        if (entry.path().extension() == ".att" && entry.path().filename().string().find(only) != std::string::npos)
+            files.push_back(entry.path());
     std::sort(files.begin(), files.end());
     if (files.size() > limit) files.resize(limit);
 

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "statetrack/automata/error.hpp"
 
@@ -18,18 +19,73 @@ namespace statetrack::automata {
 namespace {
 const LevelAction identity_action{};
 
-// Hash of a (DFA state, coordinates) pair flattened into one vector.
+std::uint64_t mix(std::uint64_t h) {  // murmur3's finaliser
+    h = (h ^ (h >> 33)) * 0xff51afd7ed558ccdULL;
+    h = (h ^ (h >> 33)) * 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 33);
+}
+
+// Hash of a vector of points.
 struct VectorHash {
     std::size_t operator()(const std::vector<Point>& v) const noexcept {
         std::uint64_t h = v.size();
-        for (Point p : v) {  // murmur3's finaliser after every element
-            h += p + 0x9e3779b97f4a7c15ULL;
-            h = (h ^ (h >> 33)) * 0xff51afd7ed558ccdULL;
-            h = (h ^ (h >> 33)) * 0xc4ceb9fe1a85ec53ULL;
-            h ^= h >> 33;
-        }
+        for (Point p : v) h = mix(h + p + 0x9e3779b97f4a7c15ULL);
         return std::size_t(h);
     }
+};
+
+std::size_t list_hash(const std::vector<LevelAction>& list) {
+    std::uint64_t h = list.size();
+    for (const auto& a : list) {
+        h = mix(h + std::uint64_t(a.kind) + 0x9e3779b97f4a7c15ULL);
+        for (Point p : a.map) h = mix(h + p);
+    }
+    return std::size_t(h);
+}
+
+// Open addressing from 64-bit keys (never all ones) to 32-bit values: the hot lookups of the
+// level-by-level search, without a node allocation per key.
+class FlatIndex {
+public:
+    static constexpr std::uint64_t empty = ~std::uint64_t(0);
+    explicit FlatIndex(std::size_t expected) {
+        std::size_t slots = 64;
+        while (slots < 2 * expected) slots *= 2;
+        keys_.assign(slots, empty);
+        values_.resize(slots);
+    }
+    // The value of `key`, inserting `value` when missing; second is true when inserted.
+    std::pair<std::uint32_t, bool> insert(std::uint64_t key, std::uint32_t value) {
+        if (2 * (count_ + 1) > keys_.size()) grow();
+        std::size_t s = slot(key);
+        while (keys_[s] != empty) {
+            if (keys_[s] == key) return {values_[s], false};
+            s = (s + 1) & (keys_.size() - 1);
+        }
+        keys_[s] = key;
+        values_[s] = value;
+        ++count_;
+        return {value, true};
+    }
+
+private:
+    std::size_t slot(std::uint64_t key) const { return std::size_t(mix(key)) & (keys_.size() - 1); }
+    void grow() {
+        std::vector<std::uint64_t> keys(keys_.size() * 2, empty);
+        std::vector<std::uint32_t> values(keys.size());
+        keys.swap(keys_);
+        values.swap(values_);
+        for (std::size_t i = 0; i < keys.size(); ++i) {
+            if (keys[i] == empty) continue;
+            std::size_t s = slot(keys[i]);
+            while (keys_[s] != empty) s = (s + 1) & (keys_.size() - 1);
+            keys_[s] = keys[i];
+            values_[s] = values[i];
+        }
+    }
+    std::vector<std::uint64_t> keys_;
+    std::vector<std::uint32_t> values_;
+    std::size_t count_ = 0;
 };
 
 // Empty when the action is a well-formed map of `points` points, else what is wrong.
@@ -53,71 +109,89 @@ std::string malformed(const LevelAction& action, std::size_t points) {
     }
     return "unknown action kind";
 }
-// Prefixes of coordinates numbered level by level: node (level d, id) has children keyed by the
-// point of level d. Replaces std::map lookups with one hash probe per level in the hot loops.
-class PrefixTrie {
-public:
-    explicit PrefixTrie(std::size_t levels) : children_(levels) {}
-    static constexpr std::uint32_t none = static_cast<std::uint32_t>(-1);
-    // The node of the prefix extended by `point` at level `level` (from node `parent`), or none.
-    std::uint32_t child(std::size_t level, std::uint32_t parent, Point point) const {
-        const auto it = children_[level].find(key(parent, point));
-        return it == children_[level].end() ? none : it->second;
-    }
-    // The same, created when missing; second is true when it was created.
-    std::pair<std::uint32_t, bool> add_child(std::size_t level, std::uint32_t parent, Point point) {
-        auto [it, fresh] = children_[level].try_emplace(key(parent, point), std::uint32_t(children_[level].size()));
-        return {it->second, fresh};
-    }
 
-private:
-    static std::uint64_t key(std::uint32_t parent, Point point) { return (std::uint64_t(parent) << 32) | point; }
-    struct Mix {  // murmur3's finaliser: the keys' low and high halves both matter
-        std::size_t operator()(std::uint64_t h) const noexcept {
-            h = (h ^ (h >> 33)) * 0xff51afd7ed558ccdULL;
-            h = (h ^ (h >> 33)) * 0xc4ceb9fe1a85ec53ULL;
-            return std::size_t(h ^ (h >> 33));
-        }
-    };
-    std::vector<std::unordered_map<std::uint64_t, std::uint32_t, Mix>> children_;
-};
+bool lexicographic_less(std::span<const Point> x, std::span<const Point> y) {
+    return std::lexicographical_compare(x.begin(), x.end(), y.begin(), y.end());
+}
 
-// The cascade's dependency functions indexed by the trie: actions[d][node] is the action list of
-// the prefix with that node at level d, or null (identity).
-struct IndexedActions {
-    PrefixTrie trie;
-    std::vector<std::vector<const std::vector<LevelAction>*>> actions;
-
-    explicit IndexedActions(const Cascade& cascade) : trie(cascade.levels.size()), actions(cascade.levels.size() + 1) {
-        actions[0].push_back(nullptr);
-        for (std::size_t d = 0; d < cascade.levels.size(); ++d)
-            for (const auto& [above, acts] : cascade.levels[d].actions) {
-                std::uint32_t node = 0;
-                for (std::size_t i = 0; i < above.size(); ++i) {
-                    node = trie.add_child(i, node, above[i]).first;
-                    if (actions[i + 1].size() <= node) actions[i + 1].resize(node + 1, nullptr);
-                }
-                actions[d][node] = &acts;
-            }
+// The coordinates of every tuple of a level, flat (tuple u: flat[u*width .. (u+1)*width)), from
+// those of the level above.
+std::vector<Point> extend_coordinates(const std::vector<Point>& above, std::size_t above_width, const PrefixLevel& level) {
+    std::vector<Point> flat(level.size() * (above_width + 1));
+    Point* out = flat.data();
+    for (std::size_t u = 0; u < level.size(); ++u) {
+        const Point* parent = above.data() + std::size_t(level.parent[u]) * above_width;
+        out = std::copy(parent, parent + above_width, out);
+        *out++ = level.point[u];
     }
-    // The action lists of every level for these coordinates (null: identity for every letter).
-    void lists(const Coordinates& coords, std::vector<const std::vector<LevelAction>*>& out) const {
-        std::uint32_t node = 0;
-        for (std::size_t d = 0; d < coords.size(); ++d) {
-            out[d] = node == PrefixTrie::none ? nullptr : actions[d][node];
-            if (node != PrefixTrie::none && d + 1 < coords.size()) node = trie.child(d, node, coords[d]);
-        }
-    }
-};
+    return flat;
+}
 
 }  // namespace
 
+// ---- PrefixActions ---------------------------------------------------------------------------
+
+std::size_t PrefixActions::lower_bound(std::span<const Point> above) const {
+    std::size_t lo = 0, hi = size();
+    while (lo < hi) {
+        const std::size_t mid = (lo + hi) / 2;
+        if (lexicographic_less(key(mid), above)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+PrefixActions::iterator PrefixActions::find(std::span<const Point> above) const {
+    if (empty() || above.size() != width_) return end();
+    const std::size_t i = lower_bound(above);
+    return i < size() && std::equal(above.begin(), above.end(), key(i).begin()) ? iterator(this, i) : end();
+}
+
+const PrefixActions::List* PrefixActions::list(std::span<const Point> above) const {
+    const auto it = find(above);
+    return it == end() ? nullptr : &lists_[list_of_[it.index()]];
+}
+
+PrefixActions::List& PrefixActions::operator[](const Coordinates& above) {
+    if (!width_set_) width_ = above.size(), width_set_ = true;
+    if (above.size() != width_)
+        throw std::logic_error(fmt::format("prefix of length {} among prefixes of length {}", above.size(), width_));
+    const std::size_t i = lower_bound(above);
+    // A fresh copy, not interned: editing it must not change the other prefixes that share a list.
+    const bool listed = i < size() && std::equal(above.begin(), above.end(), key(i).begin());
+    lists_.push_back(listed ? lists_[list_of_[i]] : List{});
+    const auto index = std::uint32_t(lists_.size() - 1);
+    if (listed) {
+        list_of_[i] = index;
+    } else {
+        keys_.insert(keys_.begin() + std::ptrdiff_t(i * width_), above.begin(), above.end());
+        list_of_.insert(list_of_.begin() + std::ptrdiff_t(i), index);
+    }
+    return lists_.back();
+}
+
+std::uint32_t PrefixActions::add_list(const List& list) {
+    auto& same_hash = interned_[list_hash(list)];
+    for (std::uint32_t i : same_hash)
+        if (lists_[i] == list) return i;
+    lists_.push_back(list);
+    same_hash.push_back(std::uint32_t(lists_.size() - 1));
+    return same_hash.back();
+}
+
+void PrefixActions::push_back(std::span<const Point> above, std::uint32_t list) {
+    if (!width_set_) width_ = above.size(), width_set_ = true;
+    if (above.size() != width_ || list >= lists_.size() || (!empty() && !lexicographic_less(key(size() - 1), above)))
+        throw std::logic_error("PrefixActions::push_back: prefixes must be of one length and strictly increasing");
+    keys_.insert(keys_.end(), above.begin(), above.end());
+    list_of_.push_back(list);
+}
+
+// ---- the simulator ---------------------------------------------------------------------------
+
 const LevelAction& level_action(const Cascade& cascade, std::size_t level, std::span<const Point> above, Letter letter) {
-    const auto& actions = cascade.levels[level].actions;
-    if (actions.empty()) return identity_action;
-    const auto it = actions.find(Coordinates(above.begin(), above.end()));
-    if (it == actions.end()) return identity_action;
-    return it->second[letter];
+    const auto* list = cascade.levels[level].actions.list(above);
+    return list ? (*list)[letter] : identity_action;
 }
 
 Coordinates step(const Cascade& cascade, const Coordinates& coords, Letter letter) {
@@ -140,50 +214,166 @@ std::size_t one_hot_size(const Cascade& cascade) {
     return total;
 }
 
+// ---- level-by-level reachable prefixes ---------------------------------------------------------
+
+PrefixLevel root_prefix_level(std::size_t letters) {
+    PrefixLevel root;
+    root.parent = {0};
+    root.point = {0};
+    root.next.assign(letters, 0);
+    return root;
+}
+
+PrefixLevel next_prefix_level(const PrefixLevel& above, const std::vector<const std::vector<LevelAction>*>& lists,
+                              Point start_point, std::size_t letters, std::size_t limit, const std::string& origin,
+                              const std::string& what, const std::unordered_map<const LevelAction*, std::uint32_t>& bad) {
+    constexpr std::uint32_t flag = PrefixLevel::bad_tuple;
+    // Breadth-first over (tuple above, point), numbered as met; renumbered in order afterwards.
+    std::vector<std::uint32_t> parent{above.start};
+    std::vector<Point> point{start_point};
+    std::vector<std::uint32_t> next;
+    next.reserve(above.size() * 2 * letters);
+    FlatIndex index(above.size() * 2);
+    index.insert((std::uint64_t(above.start) << 32) | start_point, 0);
+    // A constant action sends every child of a tuple to one tuple: looked up once per (tuple, letter).
+    constexpr std::uint32_t unknown = static_cast<std::uint32_t>(-1);
+    std::vector<std::uint32_t> constant_next(above.size() * letters, unknown);
+    for (std::uint32_t u = 0; u < parent.size(); ++u) {
+        const std::uint32_t w = parent[u];
+        const Point p = point[u];
+        const auto* list = lists[w];
+        for (Letter a = 0; a < letters; ++a) {
+            const std::uint32_t nw = above.next[std::size_t(w) * letters + a];
+            if (nw & flag) {
+                next.push_back(nw);
+                continue;
+            }
+            const LevelAction& act = list ? (*list)[a] : identity_action;
+            if (!bad.empty())
+                if (const auto it = bad.find(&act); it != bad.end()) {
+                    next.push_back(flag | it->second);
+                    continue;
+                }
+            const bool constant = act.kind == LevelAction::Kind::constant;
+            std::uint32_t* memo = constant ? &constant_next[std::size_t(w) * letters + a] : nullptr;
+            if (memo && *memo != unknown) {
+                next.push_back(*memo);
+                continue;
+            }
+            const Point np = act.apply(p);
+            if (nw == w && np == p) {  // nothing moves: the common case of deep levels
+                next.push_back(u);
+                if (memo) *memo = u;
+                continue;
+            }
+            const auto [v, fresh] = index.insert((std::uint64_t(nw) << 32) | np, std::uint32_t(parent.size()));
+            if (memo) *memo = v;
+            if (fresh) {
+                if (parent.size() >= limit)
+                    throw LimitError(origin, what, fmt::format("more than {} reachable cascade states", limit));
+                parent.push_back(nw);
+                point.push_back(np);
+            }
+            next.push_back(v);
+        }
+    }
+    // Lexicographic numbering: the tuples above are numbered in order already.
+    const std::size_t n = parent.size();
+    std::vector<std::uint64_t> order(n);
+    for (std::size_t u = 0; u < n; ++u) order[u] = (std::uint64_t(parent[u]) << 32) | point[u];
+    std::vector<std::uint32_t> ids(n);
+    std::iota(ids.begin(), ids.end(), 0U);
+    std::sort(ids.begin(), ids.end(), [&](std::uint32_t x, std::uint32_t y) { return order[x] < order[y]; });
+    std::vector<std::uint32_t> rank(n);
+    for (std::size_t r = 0; r < n; ++r) rank[ids[r]] = std::uint32_t(r);
+    PrefixLevel level;
+    level.parent.resize(n);
+    level.point.resize(n);
+    level.next.resize(n * letters);
+    for (std::size_t r = 0; r < n; ++r) {
+        const std::uint32_t u = ids[r];
+        level.parent[r] = parent[u];
+        level.point[r] = point[u];
+        for (std::size_t a = 0; a < letters; ++a) {
+            const std::uint32_t v = next[std::size_t(u) * letters + a];
+            level.next[r * letters + a] = v & flag ? v : rank[v];
+        }
+    }
+    level.start = rank[0];
+    return level;
+}
+
+// ---- verification --------------------------------------------------------------------------
+
 CascadeCheck verify_cascade(const Dfa& dfa, const Cascade& cascade, std::size_t pair_limit) {
     CascadeCheck check;
-    const std::size_t levels = cascade.levels.size();
-    if (cascade.alphabet.size() != dfa.num_letters())
-        throw InputError("<cascade>", "/alphabet",
-                         fmt::format("{} letters, the DFA has {}", cascade.alphabet.size(), dfa.num_letters()));
+    const std::size_t levels = cascade.levels.size(), letters = dfa.num_letters();
+    if (cascade.alphabet.size() != letters)
+        throw InputError("<cascade>", "/alphabet", fmt::format("{} letters, the DFA has {}", cascade.alphabet.size(), letters));
     if (cascade.start.size() != levels)
         throw InputError("<cascade>", "/start", fmt::format("{} coordinates for {} levels", cascade.start.size(), levels));
     for (std::size_t i = 0; i < levels; ++i)
         for (const auto& [above, acts] : cascade.levels[i].actions)
-            if (above.size() != i || acts.size() != dfa.num_letters())
+            if (above.size() != i || acts.size() != letters)
                 throw InputError("<cascade>", fmt::format("/levels/{}/actions", i), "prefix or action list of the wrong size");
 
-    const IndexedActions indexed(cascade);
+    auto fail_now = [&](std::vector<Letter> word, std::string message) {
+        check.ok = false;
+        check.counterexample = std::move(word);
+        check.message = std::move(message);
+        return check;
+    };
+    for (std::size_t i = 0; i < levels; ++i)
+        if (cascade.start[i] >= cascade.levels[i].points)
+            return fail_now({}, fmt::format("level {} holds point {} of {}", i, cascade.start[i], cascade.levels[i].points));
+
     // Malformed actions are found once here; the search reports the shortest word that uses one.
-    std::unordered_map<const LevelAction*, std::string> malformed_actions;
+    std::unordered_map<const LevelAction*, std::uint32_t> bad;
+    std::vector<std::string> why_bad;
     for (std::size_t i = 0; i < levels; ++i)
         for (const auto& [above, acts] : cascade.levels[i].actions)
             for (const auto& act : acts)
-                if (auto why = malformed(act, cascade.levels[i].points); !why.empty())
-                    malformed_actions.emplace(&act, fmt::format("level {}: {}", i, why));
-    // Cascade states are numbered as met: the listed ones first, then any other reachable one
-    // (which is already a failure, reported when its pair is visited).
-    std::unordered_map<Coordinates, std::uint32_t, VectorHash> number;
-    std::vector<Coordinates> coords_of;
-    std::vector<State> decoded;
-    for (const auto& [coords, q] : cascade.decode) {
-        number.emplace(coords, std::uint32_t(coords_of.size()));
-        coords_of.push_back(coords);
-        decoded.push_back(q);
-    }
-    auto number_of = [&](const Coordinates& c) {
-        auto [it, fresh] = number.try_emplace(c, std::uint32_t(coords_of.size()));
-        if (fresh) {
-            coords_of.push_back(c);
-            decoded.push_back(no_state);
-        }
-        return it->second;
-    };
+                if (auto why = malformed(act, cascade.levels[i].points); !why.empty() && !bad.count(&act)) {
+                    bad.emplace(&act, std::uint32_t(why_bad.size()));
+                    why_bad.push_back(fmt::format("level {}: {}", i, why));
+                }
 
-    // A pair (DFA state, cascade state number) packed in 64 bits; parents give the shortest word back.
-    auto pack = [](State q, std::uint32_t c) { return (std::uint64_t(c) << 32) | q; };
-    std::unordered_map<std::uint64_t, std::uint32_t> seen;
-    std::vector<std::uint64_t> pairs;
+    // The reachable cascade states, level by level; each tuple's action list by merging the sorted
+    // tuples with the sorted listed prefixes.
+    PrefixLevel level = root_prefix_level(letters);
+    std::vector<Point> coords;  // of the tuples of the current level, flat
+    for (std::size_t i = 0; i < levels; ++i) {
+        const auto& actions = cascade.levels[i].actions;
+        std::vector<const std::vector<LevelAction>*> lists(level.size(), nullptr);
+        std::size_t e = 0;
+        for (std::size_t u = 0; u < level.size() && e < actions.size(); ++u) {
+            const std::span<const Point> prefix(coords.data() + u * i, i);
+            while (e < actions.size() && lexicographic_less(actions.key(e), prefix)) ++e;
+            if (e < actions.size() && std::equal(prefix.begin(), prefix.end(), actions.key(e).begin()))
+                lists[u] = &actions.entry(e).second;
+        }
+        PrefixLevel below = next_prefix_level(level, lists, cascade.start[i], letters, pair_limit, dfa.name, "verify", bad);
+        coords = i == 0 ? std::vector<Point>(below.point) : extend_coordinates(coords, i, below);
+        level = std::move(below);
+    }
+    // What every reachable cascade state decodes to (no_state: not listed), merging again.
+    std::vector<State> decoded(level.size(), no_state);
+    {
+        auto it = cascade.decode.begin();
+        for (std::size_t s = 0; s < level.size() && it != cascade.decode.end(); ++s) {
+            const std::span<const Point> state(coords.data() + s * levels, levels);
+            while (it != cascade.decode.end() && lexicographic_less(it->first, state)) ++it;
+            if (it != cascade.decode.end() && std::equal(state.begin(), state.end(), it->first.begin(), it->first.end()))
+                decoded[s] = it->second;
+        }
+    }
+
+    // Breadth-first over pairs (DFA state, cascade state). A correct cascade pairs each cascade
+    // state with one DFA state, so the first DFA state met per cascade state is kept flat; any
+    // second one goes to a hash set (and is a failure when visited).
+    std::vector<State> first_with(level.size(), no_state);
+    std::unordered_set<std::uint64_t> other_pairs;
+    std::vector<std::pair<State, std::uint32_t>> pairs;
     std::vector<std::pair<std::uint32_t, Letter>> parent;
     auto word_to = [&](std::size_t index) {
         std::vector<Letter> word;
@@ -194,52 +384,48 @@ CascadeCheck verify_cascade(const Dfa& dfa, const Cascade& cascade, std::size_t 
         return std::vector<Letter>(word.rbegin(), word.rend());
     };
     auto fail = [&](std::size_t index, std::optional<Letter> last, std::string message) {
-        check.ok = false;
-        check.counterexample = word_to(index);
-        if (last) check.counterexample->push_back(*last);
-        check.message = std::move(message);
+        auto word = word_to(index);
+        if (last) word.push_back(*last);
         check.pairs = pairs.size();
-        return check;
+        return fail_now(std::move(word), std::move(message));
     };
-
-    pairs.push_back(pack(dfa.start, number_of(cascade.start)));
-    seen.emplace(pairs[0], 0);
+    auto state_text = [&](std::uint32_t s) {
+        return fmt::format("{}", fmt::join(std::span<const Point>(coords.data() + std::size_t(s) * levels, levels), ", "));
+    };
+    pairs.emplace_back(dfa.start, level.start);
+    first_with[level.start] = dfa.start;
     parent.emplace_back(0, 0);
-    std::vector<const std::vector<LevelAction>*> lists(levels);
-    Coordinates next(levels);
     for (std::size_t index = 0; index < pairs.size(); ++index) {
-        const State q = State(pairs[index] & 0xffffffffU);
-        const std::uint32_t c = std::uint32_t(pairs[index] >> 32);
-        const Coordinates coords = coords_of[c];
-        for (std::size_t i = 0; i < levels; ++i)
-            if (coords[i] >= cascade.levels[i].points)
-                return fail(index, {}, fmt::format("level {} holds point {} of {}", i, coords[i], cascade.levels[i].points));
-        if (decoded[c] == no_state)
-            return fail(index, {}, fmt::format("cascade state ({}) is reachable but has no decoding", fmt::join(coords, ", ")));
-        if (decoded[c] != q)
-            return fail(index, {}, fmt::format("cascade state ({}) decodes to state {}, the DFA is in state {}",
-                                               fmt::join(coords, ", "), state_label(dfa, decoded[c]), state_label(dfa, q)));
-        indexed.lists(coords, lists);
-        for (Letter a = 0; a < dfa.num_letters(); ++a) {
-            for (std::size_t i = 0; i < levels; ++i) {
-                const LevelAction& act = lists[i] ? (*lists[i])[a] : identity_action;
-                if (!malformed_actions.empty())
-                    if (auto it = malformed_actions.find(&act); it != malformed_actions.end()) return fail(index, a, it->second);
-                next[i] = act.apply(coords[i]);
-            }
-            const std::uint64_t key = pack(dfa.next(q, a), number_of(next));
-            if (seen.emplace(key, std::uint32_t(pairs.size())).second) {
-                if (pairs.size() >= pair_limit)
-                    throw LimitError(dfa.name, "verify",
-                                     fmt::format("more than {} reachable (state, cascade state) pairs", pair_limit));
-                pairs.push_back(key);
-                parent.emplace_back(std::uint32_t(index), a);
-            }
+        const auto [q, s] = pairs[index];
+        if (decoded[s] == no_state)
+            return fail(index, {}, fmt::format("cascade state ({}) is reachable but has no decoding", state_text(s)));
+        if (decoded[s] != q)
+            return fail(index, {}, fmt::format("cascade state ({}) decodes to state {}, the DFA is in state {}", state_text(s),
+                                               state_label(dfa, decoded[s]), state_label(dfa, q)));
+        for (Letter a = 0; a < letters; ++a) {
+            const std::uint32_t t = level.next[std::size_t(s) * letters + a];
+            if (t & PrefixLevel::bad_tuple) return fail(index, a, why_bad[t & ~PrefixLevel::bad_tuple]);
+            const State r = dfa.next(q, a);
+            bool fresh = false;
+            if (first_with[t] == no_state) first_with[t] = r, fresh = true;
+            else if (first_with[t] != r) fresh = other_pairs.insert((std::uint64_t(t) << 32) | r).second;
+            if (!fresh) continue;
+            if (pairs.size() >= pair_limit)
+                throw LimitError(dfa.name, "verify", fmt::format("more than {} reachable (state, cascade state) pairs", pair_limit));
+            pairs.emplace_back(r, t);
+            parent.emplace_back(std::uint32_t(index), a);
         }
     }
     check.ok = true;
     check.pairs = pairs.size();
     return check;
+}
+
+// ---- exploration of a cascade given by a step function ------------------------------------------
+
+void fill_encode(Cascade& cascade) {
+    cascade.encode.clear();
+    for (const auto& [coords, q] : cascade.decode) cascade.encode.try_emplace(q, coords);
 }
 
 void explore_cascade(Cascade& cascade, const Coordinates& start, State start_state, const CascadeAdvance& advance,
@@ -250,10 +436,10 @@ void explore_cascade(Cascade& cascade, const Coordinates& start, State start_sta
     std::vector<State> decoded{start_state};
     seen.emplace(start, 0);
     std::vector<std::vector<LevelAction>> acts(letters, std::vector<LevelAction>(levels));
-    PrefixTrie trie(levels);
-    // New prefixes are collected, then sorted into the maps at the end (inserting long vector
-    // keys one by one into a large std::map dominated the run time).
-    std::vector<std::vector<std::pair<Coordinates, std::vector<LevelAction>>>> pending(levels);
+    // The actions of level d depend on the prefix only: the first state with a prefix records them.
+    std::vector<std::unordered_map<Coordinates, std::uint32_t, VectorHash>> listed(levels);
+    std::vector<PrefixActions> actions(levels);
+    PrefixActions::List list(letters);
     Coordinates current, next(levels);
     for (std::size_t i = 0; i < states.size(); ++i) {
         current = states[i];  // a copy: `states` grows below
@@ -266,37 +452,31 @@ void explore_cascade(Cascade& cascade, const Coordinates& start, State start_sta
                 decoded.push_back(q);
             }
         }
-        // The actions of level d depend on the prefix only: the first state with a prefix records
-        // them, unless every letter is the identity there (no entry needed).
-        std::uint32_t node = 0;
-        bool fresh = i == 0;
         for (std::size_t d = 0; d < levels; ++d) {
-            const bool moves = std::any_of(acts.begin(), acts.end(), [&](const auto& per_letter) {
-                return per_letter[d].kind != LevelAction::Kind::identity;
-            });
-            if (fresh && moves) {
-                auto& entry = pending[d].emplace_back(Coordinates(current.begin(), current.begin() + std::ptrdiff_t(d)),
-                                                      std::vector<LevelAction>(letters));
-                for (Letter a = 0; a < letters; ++a) entry.second[a] = acts[a][d];
-            }
-            if (d + 1 < levels) std::tie(node, fresh) = trie.add_child(d, node, current[d]);
+            Coordinates prefix(current.begin(), current.begin() + std::ptrdiff_t(d));
+            if (listed[d].count(prefix)) continue;
+            for (Letter a = 0; a < letters; ++a) list[a] = acts[a][d];
+            listed[d].emplace(std::move(prefix), actions[d].add_list(list));
         }
     }
+    // Prefixes in order; lists where every letter is the identity are not listed.
     for (std::size_t d = 0; d < levels; ++d) {
-        auto& list = pending[d];
-        std::sort(list.begin(), list.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-        auto& actions = cascade.levels[d].actions;
-        actions.clear();
-        for (auto& entry : list) actions.emplace_hint(actions.end(), std::move(entry));
+        std::vector<std::pair<Coordinates, std::uint32_t>> entries(listed[d].begin(), listed[d].end());
+        std::sort(entries.begin(), entries.end());
+        for (const auto& [prefix, index] : entries) {
+            const auto& l = actions[d].lists()[index];
+            if (std::any_of(l.begin(), l.end(), [](const LevelAction& x) { return x.kind != LevelAction::Kind::identity; }))
+                actions[d].push_back(prefix, index);
+        }
+        cascade.levels[d].actions = std::move(actions[d]);
     }
     cascade.start = start;
     cascade.decode.clear();
-    cascade.encode.clear();
-    for (std::size_t i = 0; i < states.size(); ++i) cascade.encode.try_emplace(decoded[i], states[i]);
     std::vector<std::size_t> order(states.size());
     std::iota(order.begin(), order.end(), std::size_t(0));
     std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return states[x] < states[y]; });
     for (std::size_t i : order) cascade.decode.emplace_hint(cascade.decode.end(), std::move(states[i]), decoded[i]);
+    fill_encode(cascade);
 }
 
 std::string write_cascade_json(const Cascade& cascade) {
@@ -316,10 +496,16 @@ std::string write_cascade_json(const Cascade& cascade) {
             groups.push_back({{"first", g.first}, {"points", g.points}, {"order", g.order}, {"name", g.name},
                               {"generators", g.generators}});
         json actions = json::array();
-        for (const auto& [above, acts] : level.actions) {
-            json letters = json::array();
-            for (const auto& a : acts) letters.push_back(action_json(a));
-            actions.push_back({{"above", above}, {"letters", letters}});
+        // Distinct lists are converted once; most prefixes share a few lists.
+        std::vector<json> converted(level.actions.lists().size());
+        for (std::size_t e = 0; e < level.actions.size(); ++e) {
+            json& letters = converted[level.actions.list_index(e)];
+            if (letters.is_null()) {
+                letters = json::array();
+                for (const auto& a : level.actions.entry(e).second) letters.push_back(action_json(a));
+            }
+            const auto above = level.actions.key(e);
+            actions.push_back({{"above", Coordinates(above.begin(), above.end())}, {"letters", letters}});
         }
         levels.push_back({{"points", level.points}, {"groups", groups}, {"actions", actions}});
     }

@@ -634,48 +634,65 @@ struct HolonomyBuilder {
         return coords;
     }
 
-    // One letter on one cascade state: the new coordinates, the action of every level, and the
-    // state the new coordinates decode to. P follows the old tile chain, Q builds the new one.
-    State advance(const Coordinates& coords, Letter a, Coordinates& next, std::vector<LevelAction>& actions) {
-        SetIndex p = sk.top, q = sk.top;
-        for (std::size_t d = 0; d < sk.levels; ++d) {
-            LevelAction& act = actions[d];
-            act.map.clear();
-            const bool p_here = on_level(p, d);
-            if (on_level(q, d)) {
-                const auto& c = cls(q);
-                const SetIndex image = sk.image[std::size_t(p) * L + a];
-                Point tile;
-                if (image == q) {
-                    // p is in q's class, on this level: the level permutes q's tiles.
-                    const Perm& perm = tile_permutation(p, a);
-                    tile = perm[coords[d] - c.first_point];
-                    if (permutation_is_identity[std::size_t(permutation_of[std::size_t(p) * L + a])]) {
-                        act.kind = LevelAction::Kind::identity;
-                    } else {
-                        act.kind = LevelAction::Kind::permutation;
-                        act.map.resize(sk.level_points[d]);
-                        std::iota(act.map.begin(), act.map.end(), Point(0));
-                        for (std::size_t j = 0; j < perm.size(); ++j) act.map[c.first_point + j] = c.first_point + perm[j];
-                    }
-                } else {
-                    tile = constant_tile(image, q);
-                    act.kind = LevelAction::Kind::constant;
-                    act.map.assign(1, c.first_point + tile);
+    // The context of a prefix (coordinates of levels 0..d-1) on level d: the set P of the old tile
+    // chain that reaches level d and, per letter, the set Q of the new chain (docs/cascades.md,
+    // step 9). Level d's actions depend on the context only, and so does the context of every
+    // extension of the prefix by a point of level d: both are computed once per context, not once
+    // per cascade state and letter.
+    using Context = std::vector<SetIndex>;  // P, then Q for every letter
+
+    LevelAction action(const Context& ctx, std::size_t d, Letter a) {
+        const SetIndex p = ctx[0], q = ctx[1 + a];
+        LevelAction act;
+        if (on_level(q, d)) {
+            const auto& c = cls(q);
+            const SetIndex image = sk.image[std::size_t(p) * L + a];
+            if (image == q) {  // p is in q's class, on this level: the level permutes q's tiles
+                const Perm& perm = tile_permutation(p, a);
+                if (!permutation_is_identity[std::size_t(permutation_of[std::size_t(p) * L + a])]) {
+                    act.kind = LevelAction::Kind::permutation;
+                    act.map.resize(sk.level_points[d]);
+                    std::iota(act.map.begin(), act.map.end(), Point(0));
+                    for (std::size_t j = 0; j < perm.size(); ++j) act.map[c.first_point + j] = c.first_point + perm[j];
                 }
-                next[d] = c.first_point + tile;
-                q = real_tile(q, tile);
-            } else if (p_here) {
-                act.kind = LevelAction::Kind::constant;  // the new chain jumps this level: back to 0
-                act.map.assign(1, 0);
-                next[d] = 0;
             } else {
-                act.kind = LevelAction::Kind::identity;
-                next[d] = coords[d];
+                act.kind = LevelAction::Kind::constant;
+                act.map.assign(1, c.first_point + constant_tile(image, q));
             }
-            if (p_here) p = real_tile(p, coords[d] - cls(p).first_point);
+        } else if (on_level(p, d)) {
+            act.kind = LevelAction::Kind::constant;  // the new chain jumps this level: back to 0
+            act.map.assign(1, 0);
         }
-        return sk.from_rep[q][0];
+        return act;
+    }
+
+    // The context on level d+1 of the prefix extended by `point` on level d.
+    Context extend(const Context& ctx, std::size_t d, Point point) {
+        Context out(ctx.size());
+        const SetIndex p = ctx[0];
+        out[0] = on_level(p, d) ? real_tile(p, point - cls(p).first_point) : p;
+        for (Letter a = 0; a < L; ++a) {
+            const SetIndex q = ctx[1 + a];
+            if (!on_level(q, d)) {
+                out[1 + a] = q;
+                continue;
+            }
+            const SetIndex image = sk.image[std::size_t(p) * L + a];
+            const Point tile = image == q ? tile_permutation(p, a)[point - cls(q).first_point] : constant_tile(image, q);
+            out[1 + a] = real_tile(q, tile);
+        }
+        return out;
+    }
+};
+
+struct ContextHash {
+    std::size_t operator()(const std::vector<SetIndex>& v) const noexcept {
+        std::uint64_t h = v.size();
+        for (SetIndex x : v) {
+            h = (h ^ x ^ (h >> 29)) * 0xbf58476d1ce4e5b9ULL;
+            h ^= h >> 32;
+        }
+        return std::size_t(h);
     }
 };
 
@@ -691,13 +708,72 @@ Cascade holonomy_cascade(const Dfa& dfa, const Skeleton& sk, std::size_t state_l
     for (std::size_t d = 0; d < sk.levels; ++d) cascade.levels[d].points = sk.level_points[d];
     for (const auto& c : sk.classes)
         if (c.height > 0 && c.group.order > 1) cascade.levels[c.level].groups.push_back(c.group);
+    cascade.start = builder.encode(dfa.start);
 
-    explore_cascade(
-        cascade, builder.encode(dfa.start), dfa.start,
-        [&](const Coordinates& coords, Letter a, Coordinates& next, std::vector<LevelAction>& actions) {
-            return builder.advance(coords, a, next, actions);
-        },
-        state_limit, dfa.name);
+    // Level by level: the reachable prefixes (tuples) of each level, the context of each, the
+    // actions of each context, then the next level's tuples from those actions.
+    const std::size_t L = sk.num_letters, levels = sk.levels;
+    std::unordered_map<HolonomyBuilder::Context, std::uint32_t, ContextHash> context_index;
+    std::vector<HolonomyBuilder::Context> contexts;
+    auto intern = [&](HolonomyBuilder::Context&& ctx) {
+        auto [it, fresh] = context_index.try_emplace(ctx, std::uint32_t(contexts.size()));
+        if (fresh) contexts.push_back(std::move(ctx));
+        return it->second;
+    };
+    std::vector<std::uint32_t> context_of{intern(HolonomyBuilder::Context(L + 1, sk.top))};
+    PrefixLevel level = root_prefix_level(L);
+    std::vector<Point> coords;  // of the current level's tuples, flat
+    constexpr std::uint32_t unlisted = static_cast<std::uint32_t>(-1);
+    for (std::size_t d = 0; d < levels; ++d) {
+        PrefixActions& actions = cascade.levels[d].actions;
+        std::unordered_map<std::uint32_t, std::uint32_t> list_of_context;  // unlisted: identity for every letter
+        std::vector<const std::vector<LevelAction>*> lists(level.size(), nullptr);
+        PrefixActions::List list(L);
+        for (std::size_t u = 0; u < level.size(); ++u) {
+            auto [it, fresh] = list_of_context.try_emplace(context_of[u], unlisted);
+            if (fresh) {
+                bool moves = false;
+                for (Letter a = 0; a < L; ++a) {
+                    list[a] = builder.action(contexts[context_of[u]], d, a);
+                    moves = moves || list[a].kind != LevelAction::Kind::identity;
+                }
+                if (moves) it->second = actions.add_list(list);
+            }
+            if (it->second == unlisted) continue;
+            actions.push_back(std::span<const Point>(coords.data() + u * d, d), it->second);
+            lists[u] = &actions.lists()[it->second];
+        }
+        PrefixLevel below = next_prefix_level(level, lists, cascade.start[d], L, state_limit, dfa.name, "cascade");
+        // Contexts of the new tuples, once per (context, point).
+        std::unordered_map<std::uint64_t, std::uint32_t> extended;
+        std::vector<std::uint32_t> context_below(below.size());
+        for (std::size_t v = 0; v < below.size(); ++v) {
+            const std::uint32_t ctx = context_of[below.parent[v]];
+            const std::uint64_t key = (std::uint64_t(ctx) << 32) | below.point[v];
+            auto it = extended.find(key);
+            if (it == extended.end()) {
+                auto child = builder.extend(contexts[ctx], d, below.point[v]);  // may grow `contexts`
+                it = extended.emplace(key, intern(std::move(child))).first;
+            }
+            context_below[v] = it->second;
+        }
+        std::vector<Point> coords_below(below.size() * (d + 1));
+        for (std::size_t v = 0; v < below.size(); ++v) {
+            std::copy_n(coords.data() + std::size_t(below.parent[v]) * d, d, coords_below.data() + v * (d + 1));
+            coords_below[v * (d + 1) + d] = below.point[v];
+        }
+        coords = std::move(coords_below);
+        context_of = std::move(context_below);
+        level = std::move(below);
+    }
+    // A full tuple's old chain ends at the singleton of the DFA state it stands for.
+    for (std::size_t s = 0; s < level.size(); ++s) {
+        const SetIndex p = contexts[context_of[s]][0];
+        if (sk.sizes[p] != 1) throw std::logic_error("holonomy: a tile chain does not end at a singleton");
+        cascade.decode.emplace_hint(cascade.decode.end(), Coordinates(coords.data() + s * levels, coords.data() + (s + 1) * levels),
+                                    sk.from_rep[p][0]);
+    }
+    fill_encode(cascade);
     return cascade;
 }
 

@@ -4,12 +4,15 @@
 // 0..i-1 *before* they update, and acts on its own points by a permutation, a constant map (a
 // reset to one point) or the identity. docs/cascades.md describes the constructions and the file
 // format.
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "statetrack/automata/dfa.hpp"
@@ -40,11 +43,78 @@ struct LevelGroup {
     std::vector<std::vector<Point>> generators;  // permutations of the block (0-based inside it)
 };
 
+// The dependency function of one level: for each listed prefix (the coordinates of the levels
+// above, all of one length), one action per letter. Prefixes are kept sorted in one flat array and
+// identical action lists are stored once: large cascades list 10^5-10^6 prefixes over a few
+// hundred distinct lists. Iterates like a std::map<Coordinates, std::vector<LevelAction>>, with
+// the prefix as a span: `for (const auto& [above, acts] : level.actions)`.
+class PrefixActions {
+public:
+    using List = std::vector<LevelAction>;
+    struct Entry {
+        std::span<const Point> first;  // the prefix
+        const List& second;            // its action per letter
+    };
+    class iterator {
+    public:
+        using value_type = Entry;
+        using difference_type = std::ptrdiff_t;
+        iterator() = default;
+        iterator(const PrefixActions* owner, std::size_t index) : owner_(owner), index_(index) {}
+        Entry operator*() const { return owner_->entry(index_); }
+        struct Arrow {
+            Entry entry;
+            const Entry* operator->() const { return &entry; }
+        };
+        Arrow operator->() const { return {**this}; }
+        iterator& operator++() { return ++index_, *this; }
+        iterator operator++(int) { auto old = *this; ++index_; return old; }
+        bool operator==(const iterator&) const = default;
+        std::size_t index() const { return index_; }
+
+    private:
+        const PrefixActions* owner_ = nullptr;
+        std::size_t index_ = 0;
+    };
+
+    std::size_t size() const { return list_of_.size(); }
+    bool empty() const { return list_of_.empty(); }
+    iterator begin() const { return {this, 0}; }
+    iterator end() const { return {this, size()}; }
+    Entry entry(std::size_t i) const { return {key(i), lists_[list_of_[i]]}; }
+    std::span<const Point> key(std::size_t i) const { return {keys_.data() + i * width_, width_}; }
+    // The listed prefix equal to `above`, or end().
+    iterator find(std::span<const Point> above) const;
+    // The action list of `above`, or null when it is not listed (identity for every letter).
+    const List* list(std::span<const Point> above) const;
+    // The list of `above` for editing, created empty when not listed; editing it never changes
+    // another prefix's list. For hand-built and deliberately broken cascades.
+    List& operator[](const Coordinates& above);
+
+    // Builders: intern a list (identical lists share one index), then append prefixes in strictly
+    // increasing lexicographic order (std::logic_error otherwise).
+    std::uint32_t add_list(const List& list);
+    void push_back(std::span<const Point> above, std::uint32_t list);
+    // The distinct lists (some possibly unused after edits) and the list index of entry i.
+    const std::deque<List>& lists() const { return lists_; }
+    std::uint32_t list_index(std::size_t i) const { return list_of_[i]; }
+    std::size_t width() const { return width_; }
+
+private:
+    std::size_t lower_bound(std::span<const Point> above) const;
+    std::size_t width_ = 0;
+    bool width_set_ = false;
+    std::vector<Point> keys_;               // entry i's prefix: keys_[i*width_ .. (i+1)*width_)
+    std::vector<std::uint32_t> list_of_;    // entry i's list
+    std::deque<List> lists_;                // stable references
+    std::unordered_map<std::size_t, std::vector<std::uint32_t>> interned_;  // list hash -> indices
+};
+
 struct CascadeLevel {
     std::size_t points = 0;
     // The dependency function: for the coordinates of the levels above (a prefix of length i),
     // one action per letter. Prefixes not listed act as the identity for every letter.
-    std::map<Coordinates, std::vector<LevelAction>> actions;
+    PrefixActions actions;
     std::vector<LevelGroup> groups;  // the non-trivial groups of this level's component
 };
 
@@ -54,7 +124,7 @@ struct Cascade {
     std::vector<CascadeLevel> levels;
     Coordinates start;                    // coordinates of the DFA's start state
     std::map<Coordinates, State> decode;  // every reachable cascade state -> the DFA state it stands for
-    std::map<State, Coordinates> encode;  // each DFA state reachable from the start -> one cascade state for it
+    std::map<State, Coordinates> encode;  // each DFA state reachable from the start -> the smallest cascade state for it
     std::size_t dfa_states = 0;           // number of states of the decomposed DFA
 };
 
@@ -91,6 +161,33 @@ CascadeCheck verify_cascade(const Dfa& dfa, const Cascade& cascade, std::size_t 
 using CascadeAdvance = std::function<State(const Coordinates&, Letter, Coordinates&, std::vector<LevelAction>&)>;
 void explore_cascade(Cascade& cascade, const Coordinates& start, State start_state, const CascadeAdvance& advance,
                      std::size_t state_limit, const std::string& origin);
+
+// encode from decode: for every DFA state, the smallest (lexicographic) cascade state decoding to it.
+void fill_encode(Cascade& cascade);
+
+// The reachable prefixes of a cascade, level by level: tuple u of level d stands for the
+// coordinates (c_0, ..., c_d) of levels 0..d of some reachable cascade state. The tuples of a level
+// are numbered in lexicographic order; next[u * letters + a] is the tuple u becomes on letter a
+// (or a value with `bad_tuple` set: the step used an action marked bad). Exploring level by level
+// costs (tuples x letters) per level instead of (cascade states x letters x levels).
+struct PrefixLevel {
+    static constexpr std::uint32_t bad_tuple = 0x80000000U;  // flag; the low bits say which bad action
+    std::vector<std::uint32_t> parent;  // the tuple of levels 0..d-1 (0 on level 0: the empty prefix)
+    std::vector<Point> point;           // c_d
+    std::vector<std::uint32_t> next;
+    std::uint32_t start = 0;            // the tuple of the cascade's start
+    std::size_t size() const { return point.size(); }
+};
+// The empty prefix above level 0: one tuple that every letter keeps.
+PrefixLevel root_prefix_level(std::size_t letters);
+// Level d from level d-1 (`above`), the action list of every tuple of `above` (null: identity)
+// and the start's point on level d. `bad` marks actions the search must not apply: a step that uses
+// one (or that comes from a bad step above) gets next = bad_tuple | bad[action]. LimitError
+// (origin, what) beyond `limit` tuples.
+PrefixLevel next_prefix_level(const PrefixLevel& above, const std::vector<const std::vector<LevelAction>*>& lists,
+                              Point start_point, std::size_t letters, std::size_t limit, const std::string& origin,
+                              const std::string& what,
+                              const std::unordered_map<const LevelAction*, std::uint32_t>& bad = {});
 
 // The statetrack.cascade/1 JSON document (docs/cascades.md), deterministic.
 std::string write_cascade_json(const Cascade& cascade);
