@@ -1,10 +1,9 @@
 // Corpus-wide: every zoo language and the MLRegTest DFAs compile, pass the compiler's own check
-// (exact closure), and agree with the DFA on random words in exact arithmetic and in fp32.
+// (the exact closure: correct for every length), and agree with the DFA on random words of length
+// 1..5000 in exact arithmetic and in fp32.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <filesystem>
-#include <random>
 
 #include "statetrack/automata/formats.hpp"
 #include "statetrack/automata/zoo.hpp"
@@ -38,27 +37,41 @@ TEST(Corpus, EveryZooLanguageCompilesAndAgrees) {
     }
 }
 
-TEST(Corpus, MlRegTestDfasCompileAndAgree) {
+// The 12 piecewise-testable SP.6.1.{6,7,8,9} DFAs (199-613 states) have holonomy cascades of 44k-181k
+// reachable states: their decomposition alone takes minutes (docs/PERFORMANCE.md, issue 3) and
+// their projection resets would need gigabytes of dense factor vectors. They are the only files
+// left out; every other MLRegTest DFA is compiled and certified here.
+bool known_too_large(const std::string& file) {
+    return file.find(".SP.6.1.6.") != std::string::npos || file.find(".SP.6.1.7.") != std::string::npos ||
+           file.find(".SP.6.1.8.") != std::string::npos || file.find(".SP.6.1.9.") != std::string::npos;
+}
+
+TEST(Corpus, EveryMlRegTestDfaCompilesIsCertifiedAndAgrees) {
     std::vector<std::filesystem::path> files;
     for (const auto& e : std::filesystem::directory_iterator(std::string(STATETRACK_TEST_DATA) + "/mlregtest/att"))
         if (e.path().extension() == ".att") files.push_back(e.path());
     std::sort(files.begin(), files.end());
-    ASSERT_GT(files.size(), 1000u);
-    // Every file in CI would take minutes in exact arithmetic; a fixed stride covers every
-    // alphabet size and class. bench_lrnn compiles and checks all of them.
-    const std::size_t stride = 7;
-    std::size_t checked = 0;
-    for (std::size_t i = 0; i < files.size(); i += stride) {
-        SCOPED_TRACE(files[i].filename().string());
+    ASSERT_EQ(files.size(), 1470u);
+    std::size_t checked = 0, left_out = 0;
+    for (std::size_t i = 0; i < files.size(); ++i) {
+        const std::string name = files[i].filename().string();
+        SCOPED_TRACE(name);
+        if (known_too_large(name)) {
+            ++left_out;
+            continue;
+        }
         const automata::Dfa dfa = automata::load_dfa(files[i].string());
-        // Known gap: the largest DFAs (e.g. 64.64.SP.6.*, 40k arcs) take over a minute to compile
-        // and check; they are left out here until the compiler is faster on them.
-        if (dfa.num_states() > 12) continue;
         const Network net = compile_dfa(dfa);
         const CompileCheck check = check_against_dfa(net, dfa);
-        EXPECT_TRUE(check.ok);
-        expect_random_words_agree(net, dfa, i, 2, 1000, "fp32");
+        ASSERT_TRUE(check.ok);
+        ASSERT_TRUE(check.closure.certified) << check.closure.message;
+        // The closure certifies every length; random long words exercise the evaluators (the
+        // integer fast path for exact, float for fp32). Large networks get shorter words.
+        const std::size_t length = total_dimension(net) > 200 ? 500 : 5000;
+        expect_random_words_agree(net, dfa, 2 * i, 2, length, "exact");
+        expect_random_words_agree(net, dfa, 2 * i + 1, 2, length, "fp32");
         ++checked;
     }
-    EXPECT_GE(checked, files.size() / stride / 2);
+    EXPECT_EQ(left_out, 12u);
+    EXPECT_EQ(checked, 1458u);
 }
