@@ -29,6 +29,7 @@ namespace {
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 double median(std::vector<double> v) {
+    if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
     return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
@@ -182,7 +183,7 @@ nlohmann::json learn(EigRange eig, std::size_t steps, double lr, std::uint64_t s
 int main(int argc, char** argv) {
     std::size_t steps = 50, learn_steps = 3000;
     double lr = 1e-3;
-    bool do_learn = false, only_learn = false;
+    bool do_learn = false, only_learn = false, profile = false;
     std::string out = "bench_train_step.json";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -193,6 +194,7 @@ int main(int argc, char** argv) {
         else if (a == "--only-learn") do_learn = only_learn = true;
         else if (a == "--learn-steps") learn_steps = std::stoul(value());
         else if (a == "--lr") lr = std::stod(value());
+        else if (a == "--profile") profile = true;
         else {
             fmt::print(stderr, "usage: bench_train_step [--steps N] [--out FILE] [--learn|--only-learn] [--learn-steps N] [--lr X]\n");
             return 2;
@@ -201,6 +203,12 @@ int main(int argc, char** argv) {
     std::string why;
     if (!cuda_available(&why)) {
         fmt::print("bench_train_step: no CUDA device ({}); nothing to measure\n", why);
+        return 0;
+    }
+    if (profile) {
+        // For a profiler (ncu): deltanet at T = 40 then T = 256, three steps each without a graph, so
+        // every kernel shows as its own launch; the last step of each is the one to read.
+        for (std::size_t T : {40, 256}) time_shape({"deltanet", "deltanet", 2, T, 2, 2, MatmulPrecision::tf32, false}, 1024, 0);
         return 0;
     }
     nlohmann::json result = {{"device", cuda_device_description()}, {"steps", steps}};

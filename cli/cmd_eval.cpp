@@ -12,7 +12,8 @@ namespace statetrack::cli {
 namespace {
 
 struct EvalArgs {
-    std::string checkpoint, test_len = "40:256";
+    std::string checkpoint, test_len = "40:256", device = "cpu";
+    int cuda_device = 0;
     std::size_t words = 16;
     bool json = false, per_length = false;
 };
@@ -22,14 +23,16 @@ void run_eval(const EvalArgs& a) {
     const LengthRange lengths = parse_length_range(a.test_len, "--test-len");
     if (a.words < 1 || a.words > max_eval_words)
         throw InputError("argument", "--eval-words", fmt::format("must be 1..{}", max_eval_words));
+    const Device device = parse_device(a.device);
     const Checkpoint c = read_checkpoint(a.checkpoint);
-    const Evaluation e = evaluate(c, lengths, a.words);
+    const Evaluation e = evaluate(c, lengths, a.words, device, a.cuda_device);
     if (a.json) {
         nlohmann::json out = evaluation_to_json(e, true);
         out["checkpoint"] = a.checkpoint;
         out["step"] = c.step;
         out["task"] = c.task.spec;
         out["model"] = config_to_json(c.options.model);
+        out["device"] = a.device;
         print_json(out);
         return;
     }
@@ -49,6 +52,8 @@ void add_eval(CLI::App& app) {
     cmd->add_option("checkpoint", a->checkpoint, "A checkpoint.bin written by `statetrack train`")->required();
     cmd->add_option("--test-len", a->test_len, "Test word lengths MIN:MAX")->capture_default_str();
     cmd->add_option("--eval-words", a->words, "Test words per length")->capture_default_str();
+    cmd->add_option("--device", a->device, "cpu or cuda (either reads a checkpoint from either)")->capture_default_str();
+    cmd->add_option("--cuda-device", a->cuda_device, "Which GPU (--device cuda)")->capture_default_str();
     cmd->add_flag("--per-length", a->per_length, "Print the accuracy of every length");
     cmd->add_flag("--json", a->json, "Print JSON on stdout (always per length)");
     cmd->callback([a] { run_eval(*a); });

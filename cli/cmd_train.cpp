@@ -15,7 +15,8 @@ namespace {
 
 struct TrainArgs {
     std::string task, model = "deltanet", eig = "-1,1", train_len = "3:40", test_len = "40:256";
-    std::string label = "final", target = "accept", device = "cpu", precision = "fp32", out;
+    std::string label = "final", target = "accept", device = "cpu", precision = "fp32", matmul = "tf32", out;
+    int cuda_device = 0;
     std::size_t layers = 1, d_model = 16, heads = 1, batch = 32, steps = 1000, eval_every = 0, eval_words = 16;
     std::size_t mlp = 0, stop_at = 0;
     double lr = 3e-3, clip = 1.0, weight_decay = 0.1;
@@ -25,10 +26,10 @@ struct TrainArgs {
 
 void run_train(const TrainArgs& a) {
     using namespace gpu;
-    if (a.device == "cuda")
-        throw InputError("argument", "--device", "the CUDA backend is not built yet (it comes with issue 7); use --device cpu");
-    if (a.device != "cpu") throw InputError("argument", "--device", fmt::format("unknown device '{}' (cpu or cuda)", a.device));
     TrainOptions o;
+    o.device = parse_device(a.device);
+    o.matmul = parse_matmul_precision(a.matmul);
+    o.cuda_device = a.cuda_device;
     parse_model_name(a.model, o.model);
     o.model.eig = parse_eig_range(a.eig);
     o.model.layers = a.layers, o.model.d_model = a.d_model, o.model.heads = a.heads, o.model.mlp_hidden = a.mlp;
@@ -54,8 +55,9 @@ void run_train(const TrainArgs& a) {
                task.dfa.num_letters(), a.label, a.target);
     fmt::print("model:     {} eig [{}], {} layer(s), d_model {}, {} head(s), {} parameters\n", model_name(o.model), a.eig,
                a.layers, a.d_model, a.heads, summary["parameters"].get<std::size_t>());
-    fmt::print("trained:   {} steps in {:.1f} s ({:.0f} tokens/s)\n", a.steps, summary["wall_s"].get<double>(),
-               summary["tokens_per_s"].get<double>());
+    fmt::print("trained:   {} steps in {:.1f} s ({:.0f} tokens/s) on {}\n", a.steps, summary["wall_s"].get<double>(),
+               summary["tokens_per_s"].get<double>(),
+               summary.contains("gpu") ? summary["gpu"].get<std::string>() : std::string("the CPU"));
     fmt::print("test:      lengths {}..{}: accuracy {:.4f} (worst length {:.4f}), scaled accuracy {:.4f}\n", o.test_len.min,
                o.test_len.max, f["accuracy"].get<double>(), f["min_accuracy"].get<double>(), f["scaled_accuracy"].get<double>());
     if (summary["spectra"].is_array())
@@ -89,12 +91,14 @@ void add_train(CLI::App& app) {
     cmd->add_option("--label", a->label, "final (label at the last position) or every (at every position)")->capture_default_str();
     cmd->add_option("--target", a->target, "accept (2 classes) or state (one class per DFA state)")->capture_default_str();
     cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
-    cmd->add_option("--precision", a->precision, "CPU arithmetic: fp32 or fp64")->capture_default_str();
+    cmd->add_option("--cuda-device", a->cuda_device, "Which GPU (--device cuda)")->capture_default_str();
+    cmd->add_option("--matmul", a->matmul, "CUDA matrix products: tf32 (tensor cores) or fp32 (exact)")->capture_default_str();
+    cmd->add_option("--precision", a->precision, "Arithmetic: fp32 or fp64 (fp64: CPU only)")->capture_default_str();
     cmd->add_option("--eval-every", a->eval_every, "Evaluate and checkpoint every N steps (0: steps / 10)")->capture_default_str();
     cmd->add_option("--eval-words", a->eval_words, "Test words per length")->capture_default_str();
     cmd->add_option("--out", a->out, "Output folder (metrics.jsonl, summary.json, checkpoint.bin)")->required();
     cmd->add_option("--stop-at", a->stop_at, "Stop after this step with a checkpoint (continue with --resume)");
-    cmd->add_flag("--resume", a->resume, "Continue from OUT/checkpoint.bin (bit-identical on the CPU)");
+    cmd->add_flag("--resume", a->resume, "Continue from OUT/checkpoint.bin (bit-identical on the CPU; on the GPU up to the order of atomic sums)");
     cmd->add_flag("--json", a->json, "Print the summary JSON on stdout");
     cmd->add_flag("--quiet", a->quiet, "No progress lines on stderr");
     cmd->callback([a] { run_train(*a); });

@@ -666,8 +666,12 @@ double loss_and_gradient(const ModelConfig& config, const ParameterLayout& layou
 template <class Scalar>
 void count_correct(const ModelConfig& config, const Batch& batch, const Workspace<Scalar>& ws,
                    std::vector<std::size_t>& correct, std::vector<std::size_t>& labelled) {
-    const auto z = logits(config, batch, ws);
-    const std::size_t C = config.classes;
+    count_correct<Scalar>(logits(config, batch, ws), config.classes, batch, correct, labelled);
+}
+
+template <class Scalar>
+void count_correct(std::span<const Scalar> z, std::size_t C, const Batch& batch, std::vector<std::size_t>& correct,
+                   std::vector<std::size_t>& labelled) {
     correct.assign(batch.batch, 0);
     labelled.assign(batch.batch, 0);
     for (std::size_t n = 0; n < batch.batch * batch.length; ++n) {
@@ -732,6 +736,8 @@ void transition_eigenvalues(const ModelConfig& c, const ParameterLayout& layout,
     template double loss_and_gradient<S>(const ModelConfig&, const ParameterLayout&, std::span<const S>,            \
                                          const Batch&, Workspace<S>&, std::span<S>);                                 \
     template void count_correct<S>(const ModelConfig&, const Batch&, const Workspace<S>&, std::vector<std::size_t>&, \
+                                   std::vector<std::size_t>&);                                                       \
+    template void count_correct<S>(std::span<const S>, std::size_t, const Batch&, std::vector<std::size_t>&,         \
                                    std::vector<std::size_t>&);                                                       \
     template void transition_eigenvalues<S>(const ModelConfig&, const ParameterLayout&, std::span<const S>,         \
                                             const Batch&, Workspace<S>&,                                             \

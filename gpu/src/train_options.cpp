@@ -16,6 +16,14 @@ Precision parse_precision(const std::string& text) {
 
 const char* to_string(Precision precision) { return precision == Precision::fp32 ? "fp32" : "fp64"; }
 
+Device parse_device(const std::string& text) {
+    if (text == "cpu") return Device::cpu;
+    if (text == "cuda") return Device::cuda;
+    throw InputError("argument", "--device", fmt::format("unknown device '{}' (cpu or cuda)", text));
+}
+
+const char* to_string(Device device) { return device == Device::cpu ? "cpu" : "cuda"; }
+
 void validate(const TrainOptions& o) {
     validate(o.model);
     auto bad = [](const char* option, std::string message) { throw InputError("argument", option, std::move(message)); };
@@ -28,6 +36,9 @@ void validate(const TrainOptions& o) {
     if (o.eval_words < 1 || o.eval_words > max_eval_words) bad("--eval-words", fmt::format("must be 1..{}", max_eval_words));
     if (o.stop_at > o.steps) bad("--stop-at", fmt::format("step {} is beyond --steps {}", o.stop_at, o.steps));
     if (o.out_dir.empty()) bad("--out", "an output folder is required");
+    if (o.device == Device::cuda && o.precision != Precision::fp32)
+        bad("--precision", "the CUDA backend trains in fp32 only (--precision fp64 is for --device cpu)");
+    if (o.cuda_device < 0) bad("--cuda-device", "the GPU index must be >= 0");
 }
 
 nlohmann::json options_to_json(const TrainOptions& o) {
@@ -44,7 +55,9 @@ nlohmann::json options_to_json(const TrainOptions& o) {
             {"test_len", {o.test_len.min, o.test_len.max}},
             {"eval_every", o.eval_interval()},
             {"eval_words", o.eval_words},
-            {"precision", to_string(o.precision)}};
+            {"precision", to_string(o.precision)},
+            {"device", to_string(o.device)},
+            {"matmul", o.device == Device::cuda ? to_string(o.matmul) : "none"}};
 }
 
 TrainOptions options_from_json(const nlohmann::json& j, const std::string& origin) {
@@ -64,6 +77,10 @@ TrainOptions options_from_json(const nlohmann::json& j, const std::string& origi
         o.eval_every = j.at("eval_every").get<std::size_t>();
         o.eval_words = j.at("eval_words").get<std::size_t>();
         o.precision = parse_precision(j.at("precision").get<std::string>());
+        // absent in checkpoints written before the CUDA backend was wired: those are CPU runs
+        o.device = parse_device(j.value("device", std::string("cpu")));
+        const std::string matmul = j.value("matmul", std::string("none"));
+        if (matmul != "none") o.matmul = parse_matmul_precision(matmul);
         return o;
     } catch (const nlohmann::json::exception& e) {
         throw InputError(origin, "/options", fmt::format("malformed options: {}", e.what()));

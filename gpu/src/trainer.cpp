@@ -10,6 +10,7 @@
 #include "statetrack/automata/error.hpp"
 #include "statetrack/automata/files.hpp"
 #include "statetrack/gpu/cpu_backend.hpp"
+#include "statetrack/gpu/cuda_backend.hpp"
 #include "statetrack/gpu/spectra.hpp"
 
 namespace statetrack::gpu {
@@ -22,28 +23,82 @@ constexpr std::uint64_t eval_salt = 0x6576616c5f736574ULL, spectra_salt = 0x7370
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-template <class S>
-Evaluation evaluate_weights(const Task& task, const ModelConfig& model, const ParameterLayout& layout,
-                            std::span<const S> params, LengthRange range, std::size_t words, std::uint64_t seed,
-                            Workspace<S>& ws) {
+// The fixed test set: `words` words of one length, from a stream that training never draws from.
+Batch test_words(const Task& task, std::size_t words, std::size_t length, std::uint64_t seed) {
+    return sample_batch(task, words, {length, length}, seed ^ eval_salt, length);
+}
+
+// Per-length counts -> the evaluation record.
+struct LengthCount {
+    std::size_t length = 0, words = 0, right = 0, total = 0;
+};
+Evaluation summarise(const std::vector<LengthCount>& counts, std::size_t classes) {
     Evaluation e;
-    e.chance = 1.0 / double(model.classes);
+    e.chance = 1.0 / double(classes);
     e.min_accuracy = 1;
-    std::vector<std::size_t> correct, labelled;
-    for (std::size_t length = range.min; length <= range.max; ++length) {
-        const Batch batch = sample_batch(task, words, {length, length}, seed ^ eval_salt, length);
-        forward<S>(model, layout, params, batch, ws);
-        count_correct(model, batch, ws, correct, labelled);
-        std::size_t right = 0, total = 0;
-        for (std::size_t b = 0; b < batch.batch; ++b) right += correct[b], total += labelled[b];
-        const double accuracy = double(right) / double(total);
-        e.lengths.push_back({length, words, accuracy});
+    for (const LengthCount& c : counts) {
+        const double accuracy = double(c.right) / double(c.total);
+        e.lengths.push_back({c.length, c.words, accuracy});
         e.accuracy += accuracy;
         e.min_accuracy = std::min(e.min_accuracy, accuracy);
     }
     e.accuracy /= double(e.lengths.size());
     e.scaled_accuracy = (e.accuracy - e.chance) / (1 - e.chance);
     return e;
+}
+
+template <class S>
+Evaluation evaluate_weights(const Task& task, const ModelConfig& model, const ParameterLayout& layout,
+                            std::span<const S> params, LengthRange range, std::size_t words, std::uint64_t seed,
+                            Workspace<S>& ws) {
+    std::vector<LengthCount> counts;
+    std::vector<std::size_t> correct, labelled;
+    for (std::size_t length = range.min; length <= range.max; ++length) {
+        const Batch batch = test_words(task, words, length, seed);
+        forward<S>(model, layout, params, batch, ws);
+        count_correct(model, batch, ws, correct, labelled);
+        LengthCount c{length, words, 0, 0};
+        for (std::size_t b = 0; b < batch.batch; ++b) c.right += correct[b], c.total += labelled[b];
+        counts.push_back(c);
+    }
+    return summarise(counts, model.classes);
+}
+
+// The same test set on the GPU: consecutive lengths share one forward pass (padded to the longest
+// of them; the model is causal, so padding changes nothing), up to `token_budget` tokens a pass.
+Evaluation evaluate_on_cuda(CudaSession& session, const Task& task, LengthRange range, std::size_t words,
+                            std::uint64_t seed, std::size_t token_budget) {
+    std::vector<LengthCount> counts;
+    std::vector<std::size_t> correct, labelled;
+    std::vector<float> logits;
+    std::size_t length = range.min;
+    while (length <= range.max) {
+        std::vector<Batch> group;
+        std::size_t last = length;
+        while (last <= range.max && (group.empty() || (group.size() + 1) * words * last <= token_budget))
+            group.push_back(test_words(task, words, last, seed)), ++last;
+        const std::size_t T = last - 1;
+        Batch chunk;
+        chunk.batch = group.size() * words, chunk.length = T;
+        chunk.tokens.assign(chunk.batch * T, 0);
+        chunk.targets.assign(chunk.batch * T, -1);
+        for (std::size_t g = 0; g < group.size(); ++g)
+            for (std::size_t b = 0; b < words; ++b) {
+                const std::size_t row = g * words + b, len = group[g].length;
+                std::copy_n(group[g].tokens.begin() + std::ptrdiff_t(b * len), len, chunk.tokens.begin() + std::ptrdiff_t(row * T));
+                std::copy_n(group[g].targets.begin() + std::ptrdiff_t(b * len), len, chunk.targets.begin() + std::ptrdiff_t(row * T));
+                chunk.lengths.push_back(std::int32_t(len));
+            }
+        cuda_forward(session, chunk, logits);
+        count_correct<float>(logits, session.config.classes, chunk, correct, labelled);
+        for (std::size_t g = 0; g < group.size(); ++g) {
+            LengthCount c{length + g, words, 0, 0};
+            for (std::size_t b = g * words; b < (g + 1) * words; ++b) c.right += correct[b], c.total += labelled[b];
+            counts.push_back(c);
+        }
+        length = last;
+    }
+    return summarise(counts, session.config.classes);
 }
 
 template <class S>
@@ -67,31 +122,119 @@ void check_resumable(const Checkpoint& c, const Task& task, const TrainOptions& 
         throw InputError(path, "/options", fmt::format("cannot resume with different settings: {}", fmt::join(differ, "; ")));
 }
 
+// What the training loop needs from a backend: one step, evaluation, and the state to save.
+struct StepOutcome {
+    double loss = 0, norm = 0;
+    std::size_t right = 0, labels = 0;  // argmax predictions before the update
+};
+
+// The CPU reference in precision S: weights, gradients and moments in host vectors.
 template <class S>
+struct CpuRun {
+    const Task& task;
+    const TrainOptions& options;
+    ParameterLayout layout;
+    std::vector<S> params, grads, m, v;
+    Workspace<S> ws;
+    std::vector<std::size_t> correct, labelled;
+
+    CpuRun(const Task& t, const TrainOptions& o)
+        : task(t), options(o), layout(parameter_layout(o.model)), params(layout.total), grads(layout.total),
+          m(layout.total, S(0)), v(layout.total, S(0)) {}
+    void start(const Checkpoint* resumed) {
+        if (resumed) params = narrow<S>(resumed->params), m = narrow<S>(resumed->m), v = narrow<S>(resumed->v);
+        else init_parameters<S>(options.model, layout, options.seed, params);
+    }
+    StepOutcome step(const Batch& batch, std::size_t step, double lr) {
+        StepOutcome out;
+        out.loss = loss_and_gradient<S>(options.model, layout, params, batch, ws, grads);
+        out.norm = gradient_norm<S>(grads);
+        if (!std::isfinite(out.loss) || !std::isfinite(out.norm)) return out;
+        count_correct(options.model, batch, ws, correct, labelled);
+        for (std::size_t b = 0; b < batch.batch; ++b) out.right += correct[b], out.labels += labelled[b];
+        adamw_step<S>(options.adamw, layout, step, lr, out.norm, params, grads, m, v);
+        return out;
+    }
+    Evaluation evaluate() {
+        return evaluate_weights<S>(task, options.model, layout, params, options.test_len, options.eval_words,
+                                   options.seed, ws);
+    }
+    void save(Checkpoint& state) { state.params = widen(params), state.m = widen(m), state.v = widen(v); }
+    std::vector<SpectrumSummary> spectra(const Batch& probe) {
+        return learned_spectra<S>(options.model, layout, params, probe, ws);
+    }
+};
+
+// Tokens per evaluation pass on the GPU: a training batch's worth (so the workspace need not grow),
+// at least 32k.
+std::size_t eval_token_budget(const TrainOptions& o) { return std::max<std::size_t>(o.batch * o.train_len.max, 1 << 15); }
+
+CudaSession open_cuda_session(const TrainOptions& o) {
+    CudaOptions cuda;
+    cuda.matmul = o.matmul, cuda.device = o.cuda_device;
+    return make_cuda_session(o.model, cuda);
+}
+
+// The CUDA backend: everything stays on the device; host copies only for checkpoints and spectra.
+struct CudaRun {
+    const Task& task;
+    const TrainOptions& options;
+    CudaSession session;
+    std::vector<float> params, m, v;
+
+    CudaRun(const Task& t, const TrainOptions& o) : task(t), options(o), session(open_cuda_session(o)) {
+        params.resize(session.layout.total), m.resize(session.layout.total), v.resize(session.layout.total);
+    }
+    void start(const Checkpoint* resumed) {
+        if (resumed) {
+            params = narrow<float>(resumed->params), m = narrow<float>(resumed->m), v = narrow<float>(resumed->v);
+            upload_moments(session, m, v);
+        } else {
+            init_parameters<float>(options.model, session.layout, options.seed, params);
+        }
+        upload_parameters(session, params);
+    }
+    StepOutcome step(const Batch& batch, std::size_t step, double lr) {
+        const CudaStepResult r = cuda_train_step(session, batch, options.adamw, step, lr);
+        return {r.loss, r.grad_norm, r.correct, labelled_positions(batch)};
+    }
+    Evaluation evaluate() {
+        return evaluate_on_cuda(session, task, options.test_len, options.eval_words, options.seed,
+                                eval_token_budget(options));
+    }
+    void save(Checkpoint& state) {
+        download_parameters(session, params);
+        download_moments(session, m, v);
+        state.params = widen(params), state.m = widen(m), state.v = widen(v);
+    }
+    std::vector<SpectrumSummary> spectra(const Batch& probe) {
+        download_parameters(session, params);
+        Workspace<float> ws;
+        return learned_spectra<float>(options.model, session.layout, params, probe, ws);
+    }
+};
+
+template <class Run>
 nlohmann::json train_impl(const Task& task, const TrainOptions& options, std::ostream* progress) {
     namespace fs = std::filesystem;
     const auto start = Clock::now();
     const ModelConfig& model = options.model;
-    const ParameterLayout layout = parameter_layout(model);
     const std::string checkpoint_path = (fs::path(options.out_dir) / "checkpoint.bin").string();
     const std::string metrics_path = (fs::path(options.out_dir) / "metrics.jsonl").string();
     std::error_code ec;
     fs::create_directories(options.out_dir, ec);
     if (!fs::is_directory(options.out_dir, ec)) throw InputError(options.out_dir, "--out", "cannot create the output folder");
 
-    // The one allocation of the run: weights, gradients, moments, and the workspace (in forward()).
+    // The one allocation of the run: weights, gradients, moments, and the workspace.
     Checkpoint state;
     state.task = task;
     state.options = options;
-    std::vector<S> params(layout.total), grads(layout.total), m(layout.total, S(0)), v(layout.total, S(0));
     if (options.resume) {
         state = read_checkpoint(checkpoint_path);
         check_resumable(state, task, options, checkpoint_path);
-        params = narrow<S>(state.params), m = narrow<S>(state.m), v = narrow<S>(state.v);
-    } else {
-        init_parameters<S>(model, layout, options.seed, params);
     }
-    Workspace<S> ws;
+    Run run(task, options);
+    run.start(options.resume ? &state : nullptr);
     const std::size_t eval_every = options.eval_interval();
     double loss_sum = 0, tokens = 0;
     std::size_t loss_count = 0, right = 0, labels = 0;
@@ -99,27 +242,23 @@ nlohmann::json train_impl(const Task& task, const TrainOptions& options, std::os
     bool have_checkpoint = options.resume;
     auto last_print = start;
     const std::size_t first_step = state.step;
-    std::vector<std::size_t> correct, labelled;
     nlohmann::json last_eval;
     const std::size_t last_step = options.stop_at ? options.stop_at : options.steps;
     for (std::size_t step = first_step; step < last_step; ++step) {
         const Batch batch = sample_batch(task, options.batch, options.train_len, options.seed, step + 1);
-        const double loss = loss_and_gradient<S>(model, layout, params, batch, ws, grads);
-        const double norm = gradient_norm<S>(grads);
-        if (!std::isfinite(loss) || !std::isfinite(norm)) {
+        const double lr = learning_rate(options.adamw, step, options.steps);
+        const StepOutcome outcome = run.step(batch, step, lr);
+        if (!std::isfinite(outcome.loss) || !std::isfinite(outcome.norm)) {
             const std::string kept = have_checkpoint
                                          ? fmt::format("the last good checkpoint (step {}) is kept in {}", last_good, checkpoint_path)
                                          : std::string("no checkpoint had been written yet");
             throw InputError(options.out_dir, fmt::format("step {}", step + 1),
                              fmt::format("training diverged: the {} is not finite (lower --lr or set --clip); {}",
-                                         std::isfinite(loss) ? "gradient" : "loss", kept));
+                                         std::isfinite(outcome.loss) ? "gradient" : "loss", kept));
         }
-        count_correct(model, batch, ws, correct, labelled);
-        for (std::size_t b = 0; b < batch.batch; ++b) right += correct[b], labels += labelled[b];
+        right += outcome.right, labels += outcome.labels;
         for (auto len : batch.lengths) tokens += double(len);
-        loss_sum += loss, loss_count += 1;
-        const double lr = learning_rate(options.adamw, step, options.steps);
-        adamw_step<S>(options.adamw, layout, step, lr, norm, params, grads, m, v);
+        loss_sum += outcome.loss, loss_count += 1;
         const std::size_t done = step + 1;
         if (progress && options.progress && seconds_since(last_print) >= 1.0) {
             last_print = Clock::now();
@@ -131,8 +270,7 @@ nlohmann::json train_impl(const Task& task, const TrainOptions& options, std::os
                       << std::flush;
         }
         if (done % eval_every == 0 || done == last_step) {
-            const Evaluation e = evaluate_weights<S>(task, model, layout, params, options.test_len, options.eval_words,
-                                                     options.seed, ws);
+            const Evaluation e = run.evaluate();
             last_eval = evaluation_to_json(e, true);
             state.history.push_back({{"step", done},
                                      {"lr", lr},
@@ -146,7 +284,7 @@ nlohmann::json train_impl(const Task& task, const TrainOptions& options, std::os
             for (const auto& record : state.history) lines += record.dump() + "\n";
             write_file_atomically(metrics_path, lines);
             state.step = done;
-            state.params = widen(params), state.m = widen(m), state.v = widen(v);
+            run.save(state);
             write_checkpoint(checkpoint_path, state);
             last_good = done, have_checkpoint = true;
             if (progress && options.progress)
@@ -155,22 +293,20 @@ nlohmann::json train_impl(const Task& task, const TrainOptions& options, std::os
                           << std::flush;
         }
     }
-    if (last_eval.is_null()) {  // resumed from a finished run: evaluate its weights again
-        last_eval = evaluation_to_json(evaluate_weights<S>(task, model, layout, params, options.test_len,
-                                                           options.eval_words, options.seed, ws), true);
-    }
+    if (last_eval.is_null())  // resumed from a finished run: evaluate its weights again
+        last_eval = evaluation_to_json(run.evaluate(), true);
     const Batch probe = sample_batch(task, 8, options.train_len, options.seed ^ spectra_salt, 0);
-    const auto spectra = learned_spectra<S>(model, layout, params, probe, ws);
+    const auto spectra = run.spectra(probe);
     double best = -INFINITY;
     for (const auto& record : state.history) best = std::max(best, record["eval"]["scaled_accuracy"].get<double>());
     const double wall = seconds_since(start);
     nlohmann::json summary = {
         {"format", "statetrack.train-summary/1"},
-        {"device", "cpu"},
+        {"device", to_string(options.device)},
         {"task", {{"spec", task.spec}, {"name", task.dfa.name}, {"states", task.dfa.num_states()},
                   {"letters", task.dfa.num_letters()}, {"label", to_string(task.label)}, {"target", to_string(task.target)}}},
         {"options", options_to_json(options)},
-        {"parameters", layout.total},
+        {"parameters", parameter_layout(model).total},
         {"steps", options.steps},
         {"stopped_at_step", state.step},
         {"resumed_from_step", options.resume ? nlohmann::json(first_step) : nlohmann::json(nullptr)},
@@ -180,6 +316,7 @@ nlohmann::json train_impl(const Task& task, const TrainOptions& options, std::os
         {"tokens_per_s", tokens / wall},
         {"spectra", model.mixer == Mixer::lstm ? nlohmann::json("none: the LSTM has no linear transition") : spectra_to_json(spectra)},
         {"outputs", {{"metrics", metrics_path}, {"checkpoint", checkpoint_path}}}};
+    if (options.device == Device::cuda) summary["gpu"] = cuda_device_description();
     write_file_atomically((fs::path(options.out_dir) / "summary.json").string(), summary.dump(2) + "\n");
     return summary;
 }
@@ -198,9 +335,16 @@ nlohmann::json evaluation_to_json(const Evaluation& e, bool per_length) {
     return out;
 }
 
-Evaluation evaluate(const Checkpoint& c, LengthRange lengths, std::size_t words) {
+Evaluation evaluate(const Checkpoint& c, LengthRange lengths, std::size_t words, Device device, int cuda_device) {
     const ModelConfig& model = c.options.model;
     const ParameterLayout layout = parameter_layout(model);
+    if (device == Device::cuda) {
+        TrainOptions o = c.options;
+        o.cuda_device = cuda_device;
+        CudaSession session = open_cuda_session(o);
+        upload_parameters(session, narrow<float>(c.params));
+        return evaluate_on_cuda(session, c.task, lengths, words, c.options.seed, eval_token_budget(o));
+    }
     if (c.options.precision == Precision::fp64) {
         Workspace<double> ws;
         return evaluate_weights<double>(c.task, model, layout, c.params, lengths, words, c.options.seed, ws);
@@ -215,8 +359,9 @@ nlohmann::json train(const Task& task, const TrainOptions& given, std::ostream* 
     options.model.vocab = vocab_size(task);
     options.model.classes = num_classes(task);
     validate(options);
-    return options.precision == Precision::fp64 ? train_impl<double>(task, options, progress)
-                                                : train_impl<float>(task, options, progress);
+    if (options.device == Device::cuda) return train_impl<CudaRun>(task, options, progress);
+    return options.precision == Precision::fp64 ? train_impl<CpuRun<double>>(task, options, progress)
+                                                : train_impl<CpuRun<float>>(task, options, progress);
 }
 
 }  // namespace statetrack::gpu

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "statetrack/automata/error.hpp"
 #include "statetrack/gpu/cpu_backend.hpp"
@@ -80,6 +81,7 @@ struct Comparison {
     double logits = 0, loss = 0, worst_gradient = 0, all_gradients = 0;
     double cpu32_worst_gradient = 0;  // the CPU reference's own fp32 path, tensor by tensor, at its worst
     std::string worst_tensor;
+    std::vector<std::pair<std::string, double>> per_tensor;  // gradient error of every tensor
     // A tensor's gradient passes when within 1e-5 of the fp64 reference, or (sums with cancellation,
     // e.g. conv taps, where fp32 rounding alone exceeds 1e-5) no worse than 3x the CPU's own fp32 path.
     double bound(double tolerance) const { return std::max(tolerance, 3 * cpu32_worst_gradient); }
@@ -124,6 +126,7 @@ Comparison compare(const ModelConfig& cpu_config, const ModelConfig& gpu_config,
     for (const auto& t : layout.tensors) {
         const double e = relative_error(grads, ref_grads, t.offset, t.offset + t.size());
         if (e >= out.worst_gradient) out.worst_gradient = e, out.worst_tensor = t.name;
+        out.per_tensor.emplace_back(t.name, e);
         out.cpu32_worst_gradient = std::max(out.cpu32_worst_gradient, relative_error(grads32, ref_grads, t.offset, t.offset + t.size()));
     }
     return out;
@@ -168,6 +171,11 @@ TEST(CudaBackend, Tf32MatchesCpuReferenceLoosely) {
         const auto c = config_for(k.model, k.eig, 32, 2);
         const Comparison r = compare(c, c, MatmulPrecision::tf32, ++seed);
         SCOPED_TRACE(std::string(k.model) + " eig " + to_string(k.eig));
+        std::string large;  // the tensors a TF32 error comes from (printed: they explain a failure)
+        for (const auto& [name, e] : r.per_tensor)
+            if (e > 3e-3) large += " " + name + "=" + std::to_string(e);
+        std::printf("tf32 %s eig %s: logits %.2e, all gradients %.2e;%s\n", k.model, to_string(k.eig), r.logits,
+                    r.all_gradients, large.c_str());
         EXPECT_LT(r.logits, 2e-2);
         EXPECT_LT(r.all_gradients, 2e-2) << "worst tensor " << r.worst_tensor << " " << r.worst_gradient;
     }

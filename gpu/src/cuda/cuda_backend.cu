@@ -99,6 +99,7 @@ struct Graph {
 }  // namespace
 
 struct CudaSessionState {
+    int device = 0;
     cudaStream_t stream = nullptr;
     cublasHandle_t blas = nullptr;
     cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
@@ -121,6 +122,7 @@ struct CudaSessionState {
         graphs.clear();
     }
     ~CudaSessionState() {
+        cudaSetDevice(device);
         drop_graphs();
         if (blas) cublasDestroy(blas);
         for (void* p : {(void*)params, (void*)grads, (void*)m, (void*)v, (void*)decay_mask, blas_workspace, (void*)work,
@@ -397,16 +399,25 @@ void set_step_params(CudaSessionState& s, const Batch& batch, const AdamWOptions
 CudaStepResult finish(CudaSessionState& s, const Batch& batch) {
     STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
     const std::size_t count = labelled_positions(batch);
-    return {count ? s.results_host->loss_sum / double(count) : 0.0, std::sqrt(s.results_host->grad_sq)};
+    return {count ? s.results_host->loss_sum / double(count) : 0.0, std::sqrt(s.results_host->grad_sq),
+            std::size_t(s.results_host->correct)};
+}
+
+// Every call runs on the session's GPU, whichever device the calling thread had current.
+CudaSessionState& on_device(const CudaSession& session) {
+    CudaSessionState& s = *session.state;
+    STATETRACK_CUDA(cudaSetDevice(s.device));
+    return s;
 }
 
 void copy_to_device(const CudaSession& session, float* dst, std::span<const float> src) {
     if (src.size() != session.layout.total) throw InputError("parameters", "", "size does not match the layout");
+    on_device(session);
     STATETRACK_CUDA(cudaMemcpy(dst, src.data(), src.size() * sizeof(float), cudaMemcpyHostToDevice));
 }
 void copy_to_host(const CudaSession& session, std::span<float> dst, const float* src) {
     if (dst.size() != session.layout.total) throw InputError("parameters", "", "size does not match the layout");
-    STATETRACK_CUDA(cudaStreamSynchronize(session.state->stream));
+    STATETRACK_CUDA(cudaStreamSynchronize(on_device(session).stream));
     STATETRACK_CUDA(cudaMemcpy(dst.data(), src, dst.size() * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
@@ -439,6 +450,11 @@ std::string cuda_device_description() {
 CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& options) {
     std::string why;
     if (!cuda_available(&why)) unavailable("no usable CUDA device: " + why);
+    int count = 0;
+    STATETRACK_CUDA(cudaGetDeviceCount(&count));
+    if (options.device < 0 || options.device >= count)
+        throw InputError("--cuda-device", std::to_string(options.device),
+                         "no such GPU: this machine has " + std::to_string(count) + " (0.." + std::to_string(count - 1) + ")");
     validate(config);
     if (config.mixer != Mixer::lstm &&
         std::find(std::begin(cuda_head_dims), std::end(cuda_head_dims), config.head_dim()) == std::end(cuda_head_dims))
@@ -446,7 +462,8 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
                          "the CUDA backend needs d_model / heads in 4, 8, 16, 32 (got " + std::to_string(config.head_dim()) + ")");
     CudaSession session{config, parameter_layout(config), options, nullptr};
     session.state.reset(new CudaSessionState);
-    CudaSessionState& s = *session.state;
+    session.state->device = options.device;
+    CudaSessionState& s = on_device(session);
     const std::size_t total = session.layout.total;
     STATETRACK_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
     STATETRACK_BLAS(cublasCreate(&s.blas));
@@ -497,7 +514,7 @@ void download_gradients(const CudaSession& session, std::span<float> grads) {
 
 void cuda_forward(CudaSession& session, const Batch& batch, std::vector<float>& logits) {
     check_batch(session, batch);
-    CudaSessionState& s = *session.state;
+    CudaSessionState& s = on_device(session);
     const Plan p = make_plan(session.config, batch.batch, batch.length, false);
     reserve(s, p);
     stage_batch(s, batch);
@@ -512,8 +529,12 @@ void cuda_forward(CudaSession& session, const Batch& batch, std::vector<float>& 
 }
 
 double cuda_loss_and_gradient(CudaSession& session, const Batch& batch) {
+    return cuda_loss_gradient_correct(session, batch).loss;
+}
+
+CudaStepResult cuda_loss_gradient_correct(CudaSession& session, const Batch& batch) {
     check_batch(session, batch);
-    CudaSessionState& s = *session.state;
+    CudaSessionState& s = on_device(session);
     const Plan p = make_plan(session.config, batch.batch, batch.length, true);
     reserve(s, p);
     stage_batch(s, batch);
@@ -521,11 +542,11 @@ double cuda_loss_and_gradient(CudaSession& session, const Batch& batch) {
     poison(session);
     enqueue_loss_and_gradient(session, p);
     enqueue_results(s);
-    return finish(s, batch).loss;
+    return finish(s, batch);
 }
 
 CudaStepResult cuda_adamw_step(CudaSession& session, const AdamWOptions& options, std::size_t step, double lr) {
-    CudaSessionState& s = *session.state;
+    CudaSessionState& s = on_device(session);
     STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
     // keep the count of the last batch; only the optimizer fields change
     const float count = s.params_host->count;
@@ -542,7 +563,7 @@ CudaStepResult cuda_adamw_step(CudaSession& session, const AdamWOptions& options
 CudaStepResult cuda_train_step(CudaSession& session, const Batch& batch, const AdamWOptions& options,
                                std::size_t step, double lr) {
     check_batch(session, batch);
-    CudaSessionState& s = *session.state;
+    CudaSessionState& s = on_device(session);
     const Plan p = make_plan(session.config, batch.batch, batch.length, true);
     reserve(s, p);
     stage_batch(s, batch);

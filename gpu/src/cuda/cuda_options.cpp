@@ -39,6 +39,7 @@ void download_moments(const CudaSession&, std::span<float>, std::span<float>) { 
 void download_gradients(const CudaSession&, std::span<float>) { not_built(); }
 void cuda_forward(CudaSession&, const Batch&, std::vector<float>&) { not_built(); }
 double cuda_loss_and_gradient(CudaSession&, const Batch&) { not_built(); }
+CudaStepResult cuda_loss_gradient_correct(CudaSession&, const Batch&) { not_built(); }
 CudaStepResult cuda_adamw_step(CudaSession&, const AdamWOptions&, std::size_t, double) { not_built(); }
 CudaStepResult cuda_train_step(CudaSession&, const Batch&, const AdamWOptions&, std::size_t, double) { not_built(); }
 std::size_t cuda_session_bytes(const CudaSession&) { return 0; }

@@ -209,7 +209,7 @@ __global__ void cross_entropy_kernel(const float* logits, const std::int32_t* ta
     const unsigned lane = threadIdx.x % 32;
     const std::size_t warps = std::size_t(gridDim.x) * blockDim.x / 32;
     const float count = params->count;
-    double loss = 0;
+    double loss = 0, correct = 0;
     for (std::size_t n = (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; n < rows; n += warps) {
         const float* z = logits + n * classes;
         const int target = targets[n];
@@ -217,13 +217,20 @@ __global__ void cross_entropy_kernel(const float* logits, const std::int32_t* ta
             for (std::size_t k = lane; k < classes; k += 32) dlogits[n * classes + k] = 0;
             continue;
         }
+        // the maximum and its first index (as std::max_element on the CPU)
         float zmax = -INFINITY;
-        for (std::size_t k = lane; k < classes; k += 32) zmax = fmaxf(zmax, z[k]);
-        for (int s = 16; s >= 1; s /= 2) zmax = fmaxf(zmax, __shfl_xor_sync(full_mask, zmax, s));
+        unsigned at = unsigned(classes);
+        for (std::size_t k = lane; k < classes; k += 32)
+            if (z[k] > zmax || at == unsigned(classes)) zmax = z[k], at = unsigned(k);
+        for (int s = 16; s >= 1; s /= 2) {
+            const float other = __shfl_xor_sync(full_mask, zmax, s);
+            const unsigned other_at = __shfl_xor_sync(full_mask, at, s);
+            if (other > zmax || (other == zmax && other_at < at)) zmax = other, at = other_at;
+        }
         float sum = 0;
         for (std::size_t k = lane; k < classes; k += 32) sum += expf(z[k] - zmax);
         sum = warp_sum(sum);
-        if (lane == 0) loss += double(logf(sum) + zmax - z[target]);
+        if (lane == 0) loss += double(logf(sum) + zmax - z[target]), correct += at == unsigned(target) ? 1.0 : 0.0;
         for (std::size_t k = lane; k < classes; k += 32) {
             float p = expf(z[k] - zmax) / sum / count;
             if (k == std::size_t(target)) p -= 1.0f / count;
@@ -231,7 +238,9 @@ __global__ void cross_entropy_kernel(const float* logits, const std::int32_t* ta
         }
     }
     loss = block_sum(loss);
-    if (threadIdx.x == 0) atomicAdd(&results->loss_sum, loss);
+    __syncthreads();  // block_sum's shared partials are reused
+    correct = block_sum(correct);
+    if (threadIdx.x == 0) atomicAdd(&results->loss_sum, loss), atomicAdd(&results->correct, correct);
 }
 
 __global__ void square_sum_kernel(const float* g, StepResults* results, std::size_t count) {

@@ -20,7 +20,7 @@ struct StepParams {
 };
 // Values the step computes, copied back to pinned host memory at its end.
 struct StepResults {
-    double loss_sum, grad_sq;
+    double loss_sum, grad_sq, correct;  // correct: labelled positions whose first argmax is the target
 };
 
 void embed_forward(const std::int32_t* tokens, const float* table, float* x, std::size_t rows, std::size_t d,
@@ -53,7 +53,8 @@ void swiglu_forward(const float* gu, float* h, std::size_t rows, std::size_t m, 
 void swiglu_backward(const float* gu, const float* dh, float* dgu, std::size_t rows, std::size_t m,
                      cudaStream_t stream);
 
-// Mean cross-entropy pieces: results->loss_sum += sum of -log p(target); dlogits = (p - onehot) / count.
+// Mean cross-entropy pieces: results->loss_sum += sum of -log p(target); dlogits = (p - onehot) / count;
+// results->correct += labelled rows whose first maximum is the target.
 void cross_entropy(const float* logits, const std::int32_t* targets, float* dlogits, const StepParams* params,
                    StepResults* results, std::size_t rows, std::size_t classes, cudaStream_t stream);
 

@@ -39,6 +39,10 @@ double loss_and_gradient(const ModelConfig& config, const ParameterLayout& layou
 template <class Scalar>
 void count_correct(const ModelConfig& config, const Batch& batch, const Workspace<Scalar>& ws,
                    std::vector<std::size_t>& correct, std::vector<std::size_t>& labelled);
+// The same from logits [B*T][classes] computed anywhere (the CUDA backend's, say).
+template <class Scalar>
+void count_correct(std::span<const Scalar> logits, std::size_t classes, const Batch& batch,
+                   std::vector<std::size_t>& correct, std::vector<std::size_t>& labelled);
 
 // Runs the model on `batch` and calls emit(layer, head, eigenvalue) for the non-trivial eigenvalues
 // of every transition A(x_t) at real positions: deltanet 1 - beta (A is the identity on k's

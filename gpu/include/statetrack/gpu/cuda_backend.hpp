@@ -35,6 +35,7 @@ struct CudaOptions {
     MatmulPrecision matmul = MatmulPrecision::tf32;
     bool graphs = true;  // capture each training-step shape once and replay it
     bool poison = false; // tests: fill the workspace and gradients with NaN before every call
+    int device = 0;      // the GPU (cudaSetDevice) every call of the session runs on
 };
 
 // Head dimensions with a register-resident recurrence kernel (d_model / heads must be one of these).
@@ -53,7 +54,8 @@ struct CudaSession {
     std::unique_ptr<CudaSessionState, CudaSessionDeleter> state;
 };
 
-// Throws InputError when CUDA is unavailable or the configuration has no kernel here (head_dim).
+// Throws InputError when CUDA is unavailable, options.device is not a GPU index, or the
+// configuration has no kernel here (head_dim).
 CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& options = {});
 
 // Host <-> device copies of the parameter buffer (layout.total values) and the optimizer state.
@@ -63,17 +65,20 @@ void upload_moments(CudaSession& session, std::span<const float> m, std::span<co
 void download_moments(const CudaSession& session, std::span<float> m, std::span<float> v);
 void download_gradients(const CudaSession& session, std::span<float> grads);
 
+// The result of one training step.
+struct CudaStepResult {
+    double loss = 0, grad_norm = 0;
+    std::size_t correct = 0;  // labelled positions whose argmax (first maximum) is the target
+};
+
 // Forward pass only; the logits, row-major [B*T][classes], come back into `logits`.
 void cuda_forward(CudaSession& session, const Batch& batch, std::vector<float>& logits);
 
 // Forward, cross-entropy and backward; gradients stay on the device (download_gradients).
 // Returns the mean cross-entropy over the labelled positions, as loss_and_gradient does.
 double cuda_loss_and_gradient(CudaSession& session, const Batch& batch);
-
-// The result of one training step.
-struct CudaStepResult {
-    double loss = 0, grad_norm = 0;
-};
+// The same, with the gradient norm and the count of correct predictions.
+CudaStepResult cuda_loss_gradient_correct(CudaSession& session, const Batch& batch);
 
 // One AdamW step on the gradients of the last cuda_loss_and_gradient (as adamw_step with
 // gradient_norm on the CPU, clipping included).

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "statetrack/gpu/cuda_backend.hpp"
 #include "statetrack/gpu/model.hpp"
 #include "statetrack/gpu/optimizer.hpp"
 #include "statetrack/gpu/task.hpp"
@@ -14,6 +15,12 @@ namespace statetrack::gpu {
 enum class Precision { fp32, fp64 };
 Precision parse_precision(const std::string& text);
 const char* to_string(Precision precision);
+
+// Where a run trains: the CPU reference (fp32 or fp64) or the CUDA backend (fp32 state and
+// weights, TF32 or fp32 matrix products).
+enum class Device { cpu, cuda };
+Device parse_device(const std::string& text);  // "cpu" | "cuda"
+const char* to_string(Device device);
 
 // Documented limits (docs/training.md).
 inline constexpr std::size_t max_batch = 1 << 16, max_steps = 100'000'000, max_eval_words = 1 << 16;
@@ -27,6 +34,9 @@ struct TrainOptions {
     std::size_t eval_every = 0;  // 0: steps / 10 (at least 1)
     std::size_t eval_words = 16; // words per test length
     Precision precision = Precision::fp32;
+    Device device = Device::cpu;
+    MatmulPrecision matmul = MatmulPrecision::tf32;  // CUDA only
+    int cuda_device = 0;  // which GPU (CUDA only; a placement, not a setting: not stored, not compared on resume)
     std::string out_dir;
     bool resume = false;
     std::size_t stop_at = 0;  // stop (with a checkpoint) after this step, e.g. to fit a job's time limit; 0 = steps

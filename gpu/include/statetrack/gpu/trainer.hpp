@@ -1,5 +1,5 @@
 #pragma once
-// The training loop (CPU reference backend) and evaluation at the test lengths.
+// The training loop (CPU reference or CUDA backend, options.device) and evaluation at the test lengths.
 //
 // Outputs in options.out_dir: metrics.jsonl (one record per evaluation), checkpoint.bin (after
 // each evaluation; never after a non-finite loss), summary.json (at the end). See docs/training.md.
@@ -27,11 +27,16 @@ struct Evaluation {
 nlohmann::json evaluation_to_json(const Evaluation& evaluation, bool per_length);
 
 // A fixed test set: `words` words of every length in `lengths` (from a stream of `seed` that
-// training never uses), run with the weights of `checkpoint`.
-Evaluation evaluate(const Checkpoint& checkpoint, LengthRange lengths, std::size_t words);
+// training never uses), run with the weights of `checkpoint` on the CPU (in the checkpoint's
+// precision) or on GPU `cuda_device` (fp32, the checkpoint's matmul precision). A checkpoint from
+// either device evaluates on either.
+Evaluation evaluate(const Checkpoint& checkpoint, LengthRange lengths, std::size_t words, Device device = Device::cpu,
+                    int cuda_device = 0);
 
 // Trains (or resumes, with options.resume) and returns the summary (also written to summary.json).
-// Throws InputError for a mismatched checkpoint on resume and for a loss that turns non-finite.
+// Throws InputError for a mismatched checkpoint on resume, for a loss that turns non-finite, and for
+// --device cuda where the backend is not built or no GPU can be used. Thread-safe for concurrent
+// runs on distinct GPUs (options.cuda_device).
 nlohmann::json train(const Task& task, const TrainOptions& options, std::ostream* progress);
 
 }  // namespace statetrack::gpu

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# One call on the GPU machine, with binaries built elsewhere and carried in .devdeps/
+# (scripts/device-deps.sh BUILD_DIR): device tests, compute-sanitizer memcheck, an ncu profile of
+# one training step, the benchmark, the PyTorch reference, and parity time-to-learn runs through
+# the CLI. Logs go to $OUT (the device tool's output folder) or ./device-out; each step has its own
+# time limit so that one slow step cannot take the others' results with it.
+#   scripts/device-run.sh [tests] [sanitizer] [profile] [bench] [torch] [learn]   (default: all)
+# Environment: LEARN_STEPS (4000), LEARN_LRS ("1e-3 5e-4"), LEARN_SEEDS ("1 2").
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out=${OUT:-$root/device-out}
+bin=$root/.devdeps/bin
+mkdir -p "$out"
+export LD_LIBRARY_PATH=$root/.devdeps/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export PATH=/usr/local/cuda/bin:$PATH
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(tests sanitizer profile bench learn torch)
+want() { local s; for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+note() { echo "== $* ($(date +%T))" | tee -a "$out/run.log"; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv >>"$out/run.log" 2>&1
+
+if want tests; then
+  note "device tests"
+  timeout 240 "$bin/test_gpu" --gtest_filter='CudaBackend*' >"$out/tests.log" 2>&1
+  echo "test_gpu exit $?" | tee -a "$out/run.log"
+  grep -E '^tf32|FAILED|PASSED' "$out/tests.log" | tee -a "$out/run.log"
+fi
+
+if want sanitizer; then
+  note "compute-sanitizer memcheck"
+  timeout 180 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 \
+    "$bin/test_gpu" --gtest_filter='CudaBackend.AdamW*:CudaBackend.BadInput*' >"$out/sanitizer.log" 2>&1
+  echo "memcheck exit $?" | tee -a "$out/run.log"
+  tail -3 "$out/sanitizer.log" | tee -a "$out/run.log"
+fi
+
+if want profile; then
+  note "ncu: one deltanet step at T = 40 and T = 256 (no graph)"
+  timeout 240 ncu --clock-control none --csv \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed \
+    "$bin/bench_train_step" --profile >"$out/ncu.csv" 2>"$out/ncu.err"
+  echo "ncu exit $?" | tee -a "$out/run.log"
+  tail -2 "$out/ncu.err" >>"$out/run.log"
+fi
+
+if want bench; then
+  note "bench_train_step"
+  timeout 180 "$bin/bench_train_step" --steps 30 --out "$out/bench.json" 2>&1 | tee -a "$out/run.log"
+fi
+
+if want learn; then
+  note "parity time to learn (statetrack train --device cuda)"
+  learn_steps=${LEARN_STEPS:-4000}
+  lrs=(${LEARN_LRS:-1e-3 5e-4})
+  for eig in -1,1 0,1; do
+    for lr in "${lrs[@]}"; do
+      for seed in ${LEARN_SEEDS:-1 2}; do
+        # [0,1] is the control: the first learning rate is enough to show it stays at chance
+        [ "$eig" = 0,1 ] && [ "$lr" != "${lrs[0]}" ] && continue
+        dir=/tmp/learn/eig$eig-lr$lr-seed$seed
+        timeout 120 "$bin/statetrack" train --task zoo:parity --model deltanet --eig "$eig" --layers 2 --d-model 128 \
+          --heads 4 --batch 1024 --lr "$lr" --steps "$learn_steps" --seed "$seed" --train-len 3:40 --test-len 40:256 \
+          --eval-every 200 --eval-words 8 --device cuda --quiet --out "$dir" >>"$out/learn.log" 2>&1
+        echo "eig $eig lr $lr seed $seed: exit $?" >>"$out/learn.log"
+        python3 - "$dir" "$eig" "$lr" "$seed" <<'EOF' | tee -a "$out/run.log" >>"$out/learn.log"
+import json, sys
+d, eig, lr, seed = sys.argv[1:]
+try:
+    rows = [json.loads(l) for l in open(d + "/metrics.jsonl")]
+    summary = json.load(open(d + "/summary.json"))
+except OSError as e:
+    print(f"eig {eig} lr {lr} seed {seed}: no result ({e})"); sys.exit()
+solved = next((r for r in rows if r["eval"]["scaled_accuracy"] >= 1.0), None)
+best = max(r["eval"]["scaled_accuracy"] for r in rows)
+print(f"eig {eig} lr {lr} seed {seed}: best scaled {best:.4f}; " +
+      (f"1.0 first at step {solved['step']} after {solved['elapsed_s']:.1f} s" if solved else "never 1.0") +
+      f"; run {summary['wall_s']:.1f} s, {summary['tokens_per_s']:.3g} tok/s; final {summary['final']['scaled_accuracy']:.4f}")
+EOF
+      done
+    done
+  done
+fi
+if want torch; then
+  note "PyTorch reference"
+  PYTHONUNBUFFERED=1 timeout 150 python3 "$root/bench/reference_torch.py" --steps 10 --ours "$out/bench.json" \
+    --out "$out/torch.json" 2>&1 | tee -a "$out/run.log"
+fi
+
+note "done"
