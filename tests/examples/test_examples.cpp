@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 TEST(Examples, CompileZooRunsAndCertifies) {
@@ -11,6 +13,15 @@ TEST(Examples, CompileZooRunsAndCertifies) {
     const std::string exe = build + "/examples/example_compile_zoo";
     const std::string out = ::testing::TempDir() + "/example_compile_zoo.txt";
     ASSERT_EQ(std::system((exe + " > " + out).c_str()), 0);
+    std::ifstream in(out);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Both networks are printed factor by factor and certified for every length.
+    EXPECT_NE(text.find("zoo:parity: 1 layer(s), construction parity"), std::string::npos) << text;
+    EXPECT_NE(text.find("zoo:symreg:3: 1 layer(s), construction onehot"), std::string::npos) << text;
+    EXPECT_NE(text.find("I - 2 v v^T / v.v, v = (1)"), std::string::npos) << text;
+    std::size_t certified = 0;
+    for (auto at = text.find("correct for every length"); at != std::string::npos; at = text.find("correct for every length", at + 1)) ++certified;
+    EXPECT_EQ(certified, 2u) << text;
 }
 
 TEST(Examples, ExampleDfaFilesCompile) {
