@@ -32,6 +32,7 @@ struct ProveOptions {
     bool quick = false;               // sized down (tests); the full run is what CI and `report` run
     std::uint64_t seed = 20261122;
     std::string mlregtest_dir;        // theorem4: the corpus (default: tests/data/mlregtest of the source tree)
+    std::size_t mlregtest_stride = 0; // theorem4: every k-th corpus file (0: 49 with quick, else 1 = all 1,470)
     Progress progress;
 };
 
