@@ -504,6 +504,10 @@ Network compile_dfa(const Dfa& dfa, const CompileOptions& options) {
         case Construction::cascade:
         case Construction::automatic: {
             const auto decomposition = automata::decompose(dfa);
+            // A single reachable state gives a cascade without levels, hence a network without layers,
+            // which nothing can run or read back (found by the round-trip property tests).
+            if (decomposition.cascade.levels.empty())
+                throw InputError(origin, "--construction cascade", "one reachable state: the cascade has no levels (use auto or onehot)");
             return compile_cascade(dfa, decomposition.cascade, options);
         }
     }
