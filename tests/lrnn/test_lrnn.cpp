@@ -12,6 +12,7 @@
 #include "statetrack/lrnn/check.hpp"
 #include "statetrack/lrnn/compile.hpp"
 #include "statetrack/lrnn/format.hpp"
+#include "statetrack/lrnn/integer_eval.hpp"
 #include "statetrack/lrnn/scalars.hpp"
 
 using namespace statetrack;
@@ -321,4 +322,66 @@ TEST(Format, BadModelsNameThePlace) {
                  at + "/diagonal/1");
     expect_error(edit([](nlohmann::json& j) { j["accept"] = nlohmann::json::array({true}); }), "/states");
     expect_error(edit([](nlohmann::json& j) { j["alphabet"][1] = "0"; }), "/alphabet/1");
+}
+
+TEST(IntegerEval, AgreesWithRationalStepsAndRefusesNonIntegerNetworks) {
+    const Dfa dfa = second_to_last();
+    const Network net = compile_dfa(dfa, {Construction::cascade, ResetEncoding::projections, Wiring::shift});
+    const auto fast = prepare_integer(net);
+    ASSERT_TRUE(fast.has_value());
+    const PreparedNetwork<Rational> exact = prepare<Rational>(net);
+    NetworkState<Rational> s = initial_state(exact);
+    std::vector<std::int32_t> packed = fast->initial;
+    std::mt19937_64 rng(7);
+    for (int t = 0; t < 200; ++t) {
+        const Letter a = Letter(rng() % dfa.num_letters());
+        const auto symbol = step_integer(*fast, packed, a);
+        ASSERT_TRUE(symbol.has_value());
+        EXPECT_EQ(*symbol, step(exact, s, a));
+        for (std::size_t i = 0; i < net.layers.size(); ++i) {
+            EXPECT_EQ(std::uint32_t(packed[i]), s.outputs[i]);
+            const std::size_t offset = fast->layers[i].offset;
+            for (std::size_t k = 0; k < net.layers[i].dim; ++k) EXPECT_EQ(Rational(packed[offset + k]), s.hidden[i][k]);
+        }
+    }
+    // Irrational entries, and a coefficient beta / v.v = 1/2, are not integer networks.
+    EXPECT_FALSE(prepare_integer(compile_dfa(counter(3), {Construction::rotation})).has_value());
+    Network half = compile_dfa(counter(3), {Construction::onehot});
+    half.layers[0].transitions[0].factors.push_back(GhFactor{{integer(1), integer(1), integer(0)}, integer(1)});
+    EXPECT_FALSE(prepare_integer(half).has_value());
+}
+
+TEST(IntegerEval, ValuesPastTheGuardFallBackToRationals) {
+    // One state, one letter; h grows by 1 per token from just below the guard: the integer path
+    // overflows at the second token, the closure continues in rationals up to its pair limit.
+    const Dfa dfa = automata::make_dfa(1, {"a"});
+    Network net;
+    net.name = "grows";
+    net.construction = "test";
+    net.alphabet = {"a"};
+    Layer layer;
+    layer.dim = 1;
+    layer.h0 = {integer(integer_value_guard - 1)};
+    layer.num_inputs = 1;
+    Transition grow;
+    grow.bias = {integer(1)};
+    layer.transitions = {grow};
+    layer.input_transition = {0};
+    layer.readout.labels = {0};
+    layer.readout.num_labels = layer.readout.num_outputs = 1;
+    net.layers = {layer};
+    net.states = {0};
+    net.accept = {bool(dfa.accepting[0])};
+    validate(net);
+    const auto p = prepare_integer(net);
+    ASSERT_TRUE(p.has_value());
+    std::vector<std::int32_t> packed = p->initial;
+    EXPECT_TRUE(step_integer(*p, packed, 0).has_value());
+    EXPECT_FALSE(step_integer(*p, packed, 0).has_value());
+    ClosureOptions options;
+    options.max_pairs = 10;
+    const ClosureResult closure = exact_closure(net, dfa, options);
+    EXPECT_FALSE(closure.complete);
+    EXPECT_EQ(closure.pairs, 10u);
+    EXPECT_TRUE(check_random_words(net, dfa, 1, 50, 1, parse_precision("exact")).ok);
 }
