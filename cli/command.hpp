@@ -29,5 +29,6 @@ void add_prove(CLI::App& app);
 void add_report(CLI::App& app);
 void add_train(CLI::App& app);
 void add_eval(CLI::App& app);
+void add_sweep(CLI::App& app);
 
 }  // namespace statetrack::cli

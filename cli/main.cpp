@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
     cli::add_report(app);
     cli::add_train(app);
     cli::add_eval(app);
+    cli::add_sweep(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::Success& e) {
