@@ -4,6 +4,7 @@
 // Usage: bench_theorem4 [STRIDE [OUT.json [projections|diagonal]]]   (STRIDE 1: all 1,470 DFAs; default 7;
 // resets as n projections, the paper's form, or one zero diagonal, the same matrix)
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
     std::size_t n = 0, rational_sampled = 0, certified = 0, pairs = 0;
     double worst = 0;
     std::string worst_name;
+    std::vector<std::string> out_of_memory;
     for (std::size_t i = 0; i < files.size(); i += stride) {
         auto t0 = std::chrono::steady_clock::now();
         const auto dfa = statetrack::automata::load_dfa(files[i].string());
@@ -43,6 +45,7 @@ int main(int argc, char** argv) {
         const auto decomposition = statetrack::automata::decompose(dfa);
         t_decompose += seconds_since(t0);
         t0 = std::chrono::steady_clock::now();
+        try {
         statetrack::lrnn::CompileOptions co;
         co.construction = statetrack::lrnn::Construction::cascade;
         co.reset = diagonal ? statetrack::lrnn::ResetEncoding::diagonal : statetrack::lrnn::ResetEncoding::projections;
@@ -62,6 +65,11 @@ int main(int argc, char** argv) {
             t_rational += seconds_since(t0);
             ++rational_sampled;
         }
+        if (compile + closure > 1) fmt::print(stderr, "{}: {} states, compile {:.2f} s, closure {:.2f} s\n", files[i].filename().string(), dfa.num_states(), compile, closure);
+        } catch (const std::bad_alloc&) {  // run under ulimit -v to find the cascades too large to compile
+            fmt::print(stderr, "{}: {} states, out of memory\n", files[i].filename().string(), dfa.num_states());
+            out_of_memory.push_back(files[i].filename().string());
+        }
         ++n;
     }
     fmt::print("{:<34} {:>10}\n", "phase (MLRegTest, every " + std::to_string(stride) + (diagonal ? ", diagonal resets)" : ", projection resets)"), "seconds");
@@ -70,11 +78,12 @@ int main(int argc, char** argv) {
     fmt::print("{:<34} {:>10.3f}\n", "compile (decompose + layers)", t_compile);
     fmt::print("{:<34} {:>10.3f}\n", "integer closure (proofs)", t_integer);
     fmt::print("{:<34} {:>10.3f}  ({} DFAs sampled)\n", "rational closure (lrnn)", t_rational, rational_sampled);
+    fmt::print("out of memory: {}\n", fmt::join(out_of_memory, " "));
     fmt::print("DFAs {}, certified {}, pairs {}, slowest {} ({:.3f} s)\n", n, certified, pairs, worst_name, worst);
     const nlohmann::json j = {{"stride", stride}, {"resets", diagonal ? "diagonal" : "projections"},      {"dfas", n},           {"certified", certified},       {"pairs", pairs},
                               {"load_s", t_load},      {"decompose_s", t_decompose}, {"compile_s", t_compile},
                               {"integer_closure_s", t_integer}, {"rational_closure_s", t_rational},
-                              {"rational_sampled", rational_sampled}, {"slowest", worst_name}, {"slowest_s", worst}};
+                              {"rational_sampled", rational_sampled}, {"slowest", worst_name}, {"out_of_memory", out_of_memory}, {"slowest_s", worst}};
     std::ofstream(out) << j.dump(2) << "\n";
     return certified == n ? 0 : 1;
 }
