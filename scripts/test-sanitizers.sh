@@ -43,7 +43,7 @@ for i in "${!pids[@]}"; do
     tail -n 30 "$logs/$(echo "${names[$i]}" | awk '{print $1"."$3}').log"
   fi
 done
-passed=$(cat "$logs"/*.log | grep -o '\[  PASSED  \] [0-9]* test' | awk '{s += $4} END {print s + 0}')
-failed=$(cat "$logs"/*.log | grep -o '\[  FAILED  \] [0-9]* test' | awk '{s += $4} END {print s + 0}')
+passed=$(cat "$logs"/*.log | grep -o '\[  PASSED  \] [0-9]* test' | awk '{s += $4} END {print s + 0}' || true)
+failed=$(cat "$logs"/*.log | grep -o '\[  FAILED  \] [0-9]* test' | awk '{s += $4} END {print s + 0}' || true)
 echo "sanitizers (ASan+UBSan, -O1): ${targets[*]:1}: $passed tests passed, $failed failed; build $((built - start)) s, tests $(( $(date +%s) - built )) s"
 exit $status

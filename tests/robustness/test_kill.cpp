@@ -1,7 +1,8 @@
 // Nothing lost (issue 8): `statetrack train` and `statetrack compile` are killed with SIGKILL at
 // random moments (fixed seed); every output file on disk must then be the old complete version or
 // the new complete one, and `train --resume` must continue to the same weights as a run that was
-// never interrupted.
+// never interrupted. Delays are fractions of the measured length of an uninterrupted run, so the
+// test adapts to slow machines and sanitizer builds.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -49,8 +50,7 @@ pid_t spawn(const std::vector<std::string>& args) {
     argv.push_back(nullptr);
     const pid_t pid = ::fork();
     if (pid == 0) {
-        std::freopen("/dev/null", "w", stdout);
-        std::freopen("/dev/null", "w", stderr);
+        if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr)) ::_exit(126);
         ::execv(argv[0], argv.data());
         ::_exit(127);
     }
@@ -122,10 +122,11 @@ TEST(KillTrain, FilesStayCompleteAndResumeReachesTheSameWeights) {
     std::size_t kills = 0, checkpoints_seen = 0;
     const std::vector<std::string> outputs = {"checkpoint.bin", "metrics.jsonl", "summary.json"};
     for (int round = 0; round < 8; ++round) {
+        // Rounds 0-5 start afresh over the files of the round before (the old versions), so every
+        // kill lands somewhere in a whole run; rounds 6-7 resume, so kills also land in resumed runs.
         std::vector<std::string> a = train_args;
         a.push_back(dir.string());
-        if (fs::exists(dir / "checkpoint.bin")) a.push_back("--resume");
-        // Most of a run's time is start-up and the first steps; delays spread over the whole run.
+        if (round >= 6 && fs::exists(dir / "checkpoint.bin")) a.push_back("--resume");
         const auto delay = std::chrono::microseconds(std::int64_t(full.count() * (0.05 + 0.9 * double(rng() % 1000) / 1000)));
         kills += run_and_kill(a, delay);
         EXPECT_TRUE(unexpected_files(dir, outputs).empty());
@@ -149,7 +150,7 @@ TEST(KillTrain, FilesStayCompleteAndResumeReachesTheSameWeights) {
             EXPECT_NO_THROW(nlohmann::json::parse(contents(dir / "summary.json")));
         }
     }
-    EXPECT_GE(kills, 4u) << "most kills should hit a running process";
+    EXPECT_GE(kills, 5u) << "most kills should hit a running process";
     EXPECT_GE(checkpoints_seen, 1u);
 
     // Resume to the end: the same weights, moments and metrics as the run that was never killed.

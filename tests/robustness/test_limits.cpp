@@ -80,15 +80,17 @@ TEST(Limits, AttStateNumbers) {
     const std::string top = std::to_string((std::uint64_t(1) << 24) - 1);
     automata::Dfa dfa;
     ASSERT_EQ(outcome([&] { dfa = automata::read_att("0 " + top + " a a\n" + top + "\n", "at.att"); }), "");
-    EXPECT_EQ(dfa.num_states(), std::size_t(1) << 24);
-    EXPECT_TRUE(dfa.accepting.back());
+    // States 0..2^24-1, plus the rejecting sink that completes the missing arcs.
+    EXPECT_EQ(dfa.num_states(), (std::size_t(1) << 24) + 1);
+    EXPECT_TRUE(dfa.accepting[(std::size_t(1) << 24) - 1]);
     const std::string beyond = outcome([&] { automata::read_att("0 16777216 a a\n", "beyond.att"); });
     EXPECT_TRUE(is_limit(beyond)) << beyond;
     EXPECT_NE(beyond.find("beyond.att: line 1"), std::string::npos) << beyond;
 }
 
-// A one-layer model of dimension `dim`: h0 = e_0, one identity transition for both letters,
-// argmax readout with one label per coordinate, plus `extra` copies of a one-factor transition.
+// A one-layer model of dimension `dim` (from the compiled parity model): h0 = e_0, one identity
+// transition for both letters, an argmax readout with one label, plus `extra` one-factor
+// transitions; it holds (1 + extra) * dim numbers.
 json model(std::size_t dim, std::size_t extra) {
     lrnn::Network net = lrnn::compile_dfa(automata::zoo("parity"));
     json j = json::parse(lrnn::write_network_json(net));
@@ -100,10 +102,7 @@ json model(std::size_t dim, std::size_t extra) {
     for (std::size_t i = 0; i < extra; ++i) transitions.push_back({{"factors", {{{"v", sparse_v}, {"beta", "2"}}}}});
     layer["transitions"] = transitions;
     layer["input_transition"] = {0, 0};
-    layer["readout"]["labels"] = std::vector<std::uint32_t>(dim, 0);
-    layer["readout"]["num_labels"] = 1;
-    layer["readout"].erase("outputs");
-    layer["readout"]["num_outputs"] = 1;
+    layer["readout"] = {{"kind", "argmax"}, {"labels", std::vector<std::uint32_t>(dim, 0)}, {"num_labels", 1}, {"num_outputs", 1}};
     j["states"] = {0};
     j["accept"] = {true};
     return j;
