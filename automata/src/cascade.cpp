@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <numeric>
 #include <tuple>
 #include <stdexcept>
@@ -42,51 +43,6 @@ std::size_t list_hash(const std::vector<LevelAction>& list) {
     }
     return std::size_t(h);
 }
-
-// Open addressing from 64-bit keys (never all ones) to 32-bit values: the hot lookups of the
-// level-by-level search, without a node allocation per key.
-class FlatIndex {
-public:
-    static constexpr std::uint64_t empty = ~std::uint64_t(0);
-    explicit FlatIndex(std::size_t expected) {
-        std::size_t slots = 64;
-        while (slots < 2 * expected) slots *= 2;
-        keys_.assign(slots, empty);
-        values_.resize(slots);
-    }
-    // The value of `key`, inserting `value` when missing; second is true when inserted.
-    std::pair<std::uint32_t, bool> insert(std::uint64_t key, std::uint32_t value) {
-        if (2 * (count_ + 1) > keys_.size()) grow();
-        std::size_t s = slot(key);
-        while (keys_[s] != empty) {
-            if (keys_[s] == key) return {values_[s], false};
-            s = (s + 1) & (keys_.size() - 1);
-        }
-        keys_[s] = key;
-        values_[s] = value;
-        ++count_;
-        return {value, true};
-    }
-
-private:
-    std::size_t slot(std::uint64_t key) const { return std::size_t(mix(key)) & (keys_.size() - 1); }
-    void grow() {
-        std::vector<std::uint64_t> keys(keys_.size() * 2, empty);
-        std::vector<std::uint32_t> values(keys.size());
-        keys.swap(keys_);
-        values.swap(values_);
-        for (std::size_t i = 0; i < keys.size(); ++i) {
-            if (keys[i] == empty) continue;
-            std::size_t s = slot(keys[i]);
-            while (keys_[s] != empty) s = (s + 1) & (keys_.size() - 1);
-            keys_[s] = keys[i];
-            values_[s] = values[i];
-        }
-    }
-    std::vector<std::uint64_t> keys_;
-    std::vector<std::uint32_t> values_;
-    std::size_t count_ = 0;
-};
 
 // Empty when the action is a well-formed map of `points` points, else what is wrong.
 std::string malformed(const LevelAction& action, std::size_t points) {
@@ -225,81 +181,92 @@ PrefixLevel root_prefix_level(std::size_t letters) {
 }
 
 PrefixLevel next_prefix_level(const PrefixLevel& above, const std::vector<const std::vector<LevelAction>*>& lists,
-                              Point start_point, std::size_t letters, std::size_t limit, const std::string& origin,
-                              const std::string& what, const std::unordered_map<const LevelAction*, std::uint32_t>& bad) {
-    constexpr std::uint32_t flag = PrefixLevel::bad_tuple;
-    // Breadth-first over (tuple above, point), numbered as met; renumbered in order afterwards.
-    std::vector<std::uint32_t> parent{above.start};
-    std::vector<Point> point{start_point};
-    std::vector<std::uint32_t> next;
-    next.reserve(above.size() * 2 * letters);
-    FlatIndex index(above.size() * 2);
-    index.insert((std::uint64_t(above.start) << 32) | start_point, 0);
-    // A constant action sends every child of a tuple to one tuple: looked up once per (tuple, letter).
-    constexpr std::uint32_t unknown = static_cast<std::uint32_t>(-1);
-    std::vector<std::uint32_t> constant_next(above.size() * letters, unknown);
-    for (std::uint32_t u = 0; u < parent.size(); ++u) {
-        const std::uint32_t w = parent[u];
-        const Point p = point[u];
+                              Point start_point, std::size_t points, std::size_t letters, std::size_t limit,
+                              const std::string& origin, const std::string& what,
+                              const std::unordered_map<const LevelAction*, std::uint32_t>& bad) {
+    // The reachable (tuple above, point) pairs as one bitset row of `points` bits per tuple above:
+    // membership is one bit, and the lexicographic number of a pair is the number of pairs in the
+    // rows before (offsets) plus the bits before it in its row. No hashing, no sorting.
+    const std::size_t words = (points + 63) / 64;
+    std::vector<std::uint64_t> rows(above.size() * words, 0);
+    auto key = [](std::uint32_t w, Point p) { return (std::uint64_t(w) << 32) | p; };
+    auto test_and_set = [&](std::uint64_t k) {
+        std::uint64_t& word = rows[(k >> 32) * words + (k & 0xffffffffU) / 64];
+        const std::uint64_t bit = std::uint64_t(1) << (k % 64);
+        const bool was = word & bit;
+        word |= bit;
+        return was;
+    };
+    constexpr std::uint64_t bad_step = std::uint64_t(1) << 63;  // low bits: bad_tuple | reason
+    constexpr std::uint64_t unknown = ~std::uint64_t(0);
+    std::vector<std::uint64_t> queue{key(above.start, start_point)};
+    test_and_set(queue[0]);
+    std::vector<std::uint64_t> target;  // target[i * letters + a]: the pair queue[i] goes to on a
+    target.reserve(above.size() * 2 * letters);
+    // A constant action sends every child of a tuple to one pair: computed once per (tuple, letter).
+    std::vector<std::uint64_t> constant_target(above.size() * letters, unknown);
+    for (std::size_t i = 0; i < queue.size(); ++i) {
+        const auto w = std::uint32_t(queue[i] >> 32);
+        const auto p = Point(queue[i] & 0xffffffffU);
         const auto* list = lists[w];
         for (Letter a = 0; a < letters; ++a) {
             const std::uint32_t nw = above.next[std::size_t(w) * letters + a];
-            if (nw & flag) {
-                next.push_back(nw);
+            if (nw & PrefixLevel::bad_tuple) {
+                target.push_back(bad_step | nw);
                 continue;
             }
             const LevelAction& act = list ? (*list)[a] : identity_action;
             if (!bad.empty())
                 if (const auto it = bad.find(&act); it != bad.end()) {
-                    next.push_back(flag | it->second);
+                    target.push_back(bad_step | PrefixLevel::bad_tuple | it->second);
                     continue;
                 }
-            const bool constant = act.kind == LevelAction::Kind::constant;
-            std::uint32_t* memo = constant ? &constant_next[std::size_t(w) * letters + a] : nullptr;
+            std::uint64_t* memo = act.kind == LevelAction::Kind::constant ? &constant_target[std::size_t(w) * letters + a] : nullptr;
             if (memo && *memo != unknown) {
-                next.push_back(*memo);
+                target.push_back(*memo);
                 continue;
             }
-            const Point np = act.apply(p);
-            if (nw == w && np == p) {  // nothing moves: the common case of deep levels
-                next.push_back(u);
-                if (memo) *memo = u;
-                continue;
-            }
-            const auto [v, fresh] = index.insert((std::uint64_t(nw) << 32) | np, std::uint32_t(parent.size()));
-            if (memo) *memo = v;
-            if (fresh) {
-                if (parent.size() >= limit)
+            const std::uint64_t k = key(nw, act.apply(p));
+            if (memo) *memo = k;
+            target.push_back(k);
+            if (!test_and_set(k)) {
+                if (queue.size() >= limit)
                     throw LimitError(origin, what, fmt::format("more than {} reachable cascade states", limit));
-                parent.push_back(nw);
-                point.push_back(np);
+                queue.push_back(k);
             }
-            next.push_back(v);
         }
     }
-    // Lexicographic numbering: the tuples above are numbered in order already.
-    const std::size_t n = parent.size();
-    std::vector<std::uint64_t> order(n);
-    for (std::size_t u = 0; u < n; ++u) order[u] = (std::uint64_t(parent[u]) << 32) | point[u];
-    std::vector<std::uint32_t> ids(n);
-    std::iota(ids.begin(), ids.end(), 0U);
-    std::sort(ids.begin(), ids.end(), [&](std::uint32_t x, std::uint32_t y) { return order[x] < order[y]; });
-    std::vector<std::uint32_t> rank(n);
-    for (std::size_t r = 0; r < n; ++r) rank[ids[r]] = std::uint32_t(r);
+    std::vector<std::uint32_t> offset(above.size() + 1, 0);
+    for (std::size_t w = 0; w < above.size(); ++w) {
+        std::uint32_t count = 0;
+        for (std::size_t j = 0; j < words; ++j) count += std::uint32_t(std::popcount(rows[w * words + j]));
+        offset[w + 1] = offset[w] + count;
+    }
+    auto number = [&](std::uint64_t k) {
+        const std::size_t w = k >> 32, p = k & 0xffffffffU;
+        const std::uint64_t* row = rows.data() + w * words;
+        std::uint32_t r = offset[w];
+        for (std::size_t j = 0; j < p / 64; ++j) r += std::uint32_t(std::popcount(row[j]));
+        return r + std::uint32_t(std::popcount(row[p / 64] & ((std::uint64_t(1) << (p % 64)) - 1)));
+    };
+    const std::size_t n = queue.size();
     PrefixLevel level;
-    level.parent.resize(n);
-    level.point.resize(n);
+    level.parent.reserve(n);
+    level.point.reserve(n);
+    for (std::size_t w = 0; w < above.size(); ++w)
+        for (std::size_t j = 0; j < words; ++j)
+            for (std::uint64_t x = rows[w * words + j]; x; x &= x - 1) {
+                level.parent.push_back(std::uint32_t(w));
+                level.point.push_back(Point(j * 64 + std::size_t(std::countr_zero(x))));
+            }
     level.next.resize(n * letters);
-    for (std::size_t r = 0; r < n; ++r) {
-        const std::uint32_t u = ids[r];
-        level.parent[r] = parent[u];
-        level.point[r] = point[u];
-        for (std::size_t a = 0; a < letters; ++a) {
-            const std::uint32_t v = next[std::size_t(u) * letters + a];
-            level.next[r * letters + a] = v & flag ? v : rank[v];
-        }
+    for (std::size_t i = 0; i < n; ++i) {
+        std::uint32_t* out = level.next.data() + std::size_t(number(queue[i])) * letters;
+        const std::uint64_t* in = target.data() + i * letters;
+        for (std::size_t a = 0; a < letters; ++a)
+            out[a] = in[a] & bad_step ? std::uint32_t(in[a] & 0xffffffffU) : number(in[a]);
     }
-    level.start = rank[0];
+    level.start = number(queue[0]);
     return level;
 }
 
@@ -352,7 +319,8 @@ CascadeCheck verify_cascade(const Dfa& dfa, const Cascade& cascade, std::size_t 
             if (e < actions.size() && std::equal(prefix.begin(), prefix.end(), actions.key(e).begin()))
                 lists[u] = &actions.entry(e).second;
         }
-        PrefixLevel below = next_prefix_level(level, lists, cascade.start[i], letters, pair_limit, dfa.name, "verify", bad);
+        PrefixLevel below = next_prefix_level(level, lists, cascade.start[i], cascade.levels[i].points, letters, pair_limit,
+                                              dfa.name, "verify", bad);
         coords = i == 0 ? std::vector<Point>(below.point) : extend_coordinates(coords, i, below);
         level = std::move(below);
     }

@@ -743,7 +743,7 @@ Cascade holonomy_cascade(const Dfa& dfa, const Skeleton& sk, std::size_t state_l
             actions.push_back(std::span<const Point>(coords.data() + u * d, d), it->second);
             lists[u] = &actions.lists()[it->second];
         }
-        PrefixLevel below = next_prefix_level(level, lists, cascade.start[d], L, state_limit, dfa.name, "cascade");
+        PrefixLevel below = next_prefix_level(level, lists, cascade.start[d], sk.level_points[d], L, state_limit, dfa.name, "cascade");
         // Contexts of the new tuples, once per (context, point).
         std::unordered_map<std::uint64_t, std::uint32_t> extended;
         std::vector<std::uint32_t> context_below(below.size());

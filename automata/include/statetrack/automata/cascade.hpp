@@ -180,13 +180,14 @@ struct PrefixLevel {
 };
 // The empty prefix above level 0: one tuple that every letter keeps.
 PrefixLevel root_prefix_level(std::size_t letters);
-// Level d from level d-1 (`above`), the action list of every tuple of `above` (null: identity)
-// and the start's point on level d. `bad` marks actions the search must not apply: a step that uses
+// Level d from level d-1 (`above`), the action list of every tuple of `above` (null: identity),
+// the start's point on level d and the number of points of level d (every point the search meets,
+// from the start or a well-formed action, is below it). `bad` marks actions the search must not apply: a step that uses
 // one (or that comes from a bad step above) gets next = bad_tuple | bad[action]. LimitError
 // (origin, what) beyond `limit` tuples.
 PrefixLevel next_prefix_level(const PrefixLevel& above, const std::vector<const std::vector<LevelAction>*>& lists,
-                              Point start_point, std::size_t letters, std::size_t limit, const std::string& origin,
-                              const std::string& what,
+                              Point start_point, std::size_t points, std::size_t letters, std::size_t limit,
+                              const std::string& origin, const std::string& what,
                               const std::unordered_map<const LevelAction*, std::uint32_t>& bad = {});
 
 // The statetrack.cascade/1 JSON document (docs/cascades.md), deterministic.
