@@ -80,6 +80,14 @@ EOF
       done
     done
   done
+  # a checkpoint of a CUDA run evaluates on either device (the same words: the accuracies agree up to
+  # TF32 rounding of near-ties)
+  first=/tmp/learn/eig-1,1-lr${lrs[0]}-seed${LEARN_SEEDS%% *}
+  [ -n "${LEARN_SEEDS:-}" ] || first=/tmp/learn/eig-1,1-lr${lrs[0]}-seed1
+  for device in cuda cpu; do
+    timeout 120 "$bin/statetrack" eval "$first/checkpoint.bin" --test-len 40:80 --eval-words 8 --device $device \
+      2>&1 | tail -1 | sed "s/^/eval --device $device: /" | tee -a "$out/run.log"
+  done
 fi
 if want torch; then
   note "PyTorch reference"

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "statetrack/automata/error.hpp"
 #include "statetrack/gpu/cpu_backend.hpp"
@@ -77,11 +78,43 @@ double relative_error(const A& got, const B& want, std::size_t begin, std::size_
     return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
 }
 
+// The instance's own sensitivity at the TF32 rounding level: the relative change of the fp64
+// reference's gradients (head_bias left out) when only its weights are rounded to TF32 (10-bit
+// mantissa), computed exactly. Random weights make some instances ill-conditioned: for the mamba
+// [0,1] instance below, that alone moves the gradients by 1.3e-2 (2^-11 = 4.9e-4 times 27), and
+// the device, which rounds both operands of every product forward and backward, lands 1.7-3.1x
+// the sensitivity over all cases (measured 2026-11-22).
+double round_to_tf32(double x) {
+    float f = float(x);
+    std::uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    u = (u + 0x1000u) & ~0x1fffu;  // round to nearest on the 13 dropped mantissa bits
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+}
+double tf32_sensitivity(const ModelConfig& c, const ParameterLayout& layout, const std::vector<double>& w,
+                        const Batch& batch, const std::vector<double>& ref_grads) {
+    std::vector<double> rounded = w, grads(layout.total);
+    for (double& x : rounded) x = round_to_tf32(x);
+    Workspace<double> ws;
+    loss_and_gradient<double>(c, layout, rounded, batch, ws, grads);
+    double diff = 0, norm = 0;
+    for (std::size_t i = 0; i < layout.total; ++i) {
+        if (i >= layout.head_bias && i < layout.head_bias + c.classes) continue;
+        diff += (grads[i] - ref_grads[i]) * (grads[i] - ref_grads[i]);
+        norm += ref_grads[i] * ref_grads[i];
+    }
+    return std::sqrt(diff / norm);
+}
+
 struct Comparison {
     double logits = 0, loss = 0, worst_gradient = 0, all_gradients = 0;
     double cpu32_worst_gradient = 0;  // the CPU reference's own fp32 path, tensor by tensor, at its worst
     std::string worst_tensor;
     std::vector<std::pair<std::string, double>> per_tensor;  // gradient error of every tensor
+    double tf32_condition = 0;  // tf32_sensitivity of the instance
+    // TF32 products: 2e-2, or 4x the instance's own sensitivity where it is ill-conditioned
+    double tf32_bound() const { return std::max(2e-2, 4 * tf32_condition); }
     // A tensor's gradient passes when within 1e-5 of the fp64 reference, or (sums with cancellation,
     // e.g. conv taps, where fp32 rounding alone exceeds 1e-5) no worse than 3x the CPU's own fp32 path.
     double bound(double tolerance) const { return std::max(tolerance, 3 * cpu32_worst_gradient); }
@@ -115,6 +148,7 @@ Comparison compare(const ModelConfig& cpu_config, const ModelConfig& gpu_config,
     loss_and_gradient<float>(cpu_config, layout, wf, batch, ws32, grads32);
 
     Comparison out;
+    if (matmul == MatmulPrecision::tf32) out.tf32_condition = tf32_sensitivity(cpu_config, layout, w, batch, ref_grads);
     out.logits = relative_error(got_logits, ref_logits, 0, ref_logits.size());
     out.loss = std::abs(loss - ref_loss) / std::abs(ref_loss);
     // all tensors together, but for head_bias: its gradient is the column sum of softmax - onehot,
@@ -174,10 +208,10 @@ TEST(CudaBackend, Tf32MatchesCpuReferenceLoosely) {
         std::string large;  // the tensors a TF32 error comes from (printed: they explain a failure)
         for (const auto& [name, e] : r.per_tensor)
             if (e > 3e-3) large += " " + name + "=" + std::to_string(e);
-        std::printf("tf32 %s eig %s: logits %.2e, all gradients %.2e;%s\n", k.model, to_string(k.eig), r.logits,
-                    r.all_gradients, large.c_str());
+        std::printf("tf32 %s eig %s: logits %.2e, all gradients %.2e (sensitivity %.2e);%s\n", k.model,
+                    to_string(k.eig), r.logits, r.all_gradients, r.tf32_condition, large.c_str());
         EXPECT_LT(r.logits, 2e-2);
-        EXPECT_LT(r.all_gradients, 2e-2) << "worst tensor " << r.worst_tensor << " " << r.worst_gradient;
+        EXPECT_LT(r.all_gradients, r.tf32_bound()) << "worst tensor " << r.worst_tensor << " " << r.worst_gradient;
     }
 }
 
@@ -190,6 +224,8 @@ TEST(CudaBackend, ComparisonCatchesAWrongModel) {
         const Comparison r = compare(cpu, gpu, MatmulPrecision::fp32, 300);
         EXPECT_GT(r.logits, 1e-3) << model;
         EXPECT_GT(r.all_gradients, 1e-3) << model;
+        const Comparison t = compare(cpu, gpu, MatmulPrecision::tf32, 300);  // and the looser TF32 bound
+        EXPECT_GT(t.all_gradients, t.tf32_bound()) << model;
     }
 }
 

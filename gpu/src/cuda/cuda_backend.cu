@@ -460,6 +460,8 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
         std::find(std::begin(cuda_head_dims), std::end(cuda_head_dims), config.head_dim()) == std::end(cuda_head_dims))
         throw InputError("--heads", std::to_string(config.heads),
                          "the CUDA backend needs d_model / heads in 4, 8, 16, 32 (got " + std::to_string(config.head_dim()) + ")");
+    if (config.conv_kernel > 8)
+        throw InputError("--conv", std::to_string(config.conv_kernel), "the CUDA backend's convolutions take at most 8 taps");
     CudaSession session{config, parameter_layout(config), options, nullptr};
     session.state.reset(new CudaSessionState);
     session.state->device = options.device;

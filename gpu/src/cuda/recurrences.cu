@@ -1,6 +1,8 @@
 // The recurrences with the state in registers. A group of DH consecutive lanes owns one (word b,
 // head h): lane c holds column c of the state S (S[r][c], r = 0..DH-1), the value index; key-side
-// vectors (k, q, the decay) are broadcast from the lane that holds them. Sums over c that every
+// vectors (k, q, the decay) are broadcast to the whole group through shared memory (one store,
+// then DH/4 16-byte broadcast loads: shuffles, one per value, made the recurrences 40% of a
+// training step in the ncu profile of 2026-11-22). Sums over c that every
 // lane needs one entry of (S g, S k, ...) use a transpose-reduction: DH - 1 shuffles, after which
 // lane r holds entry r. Formulas and order follow delta_forward / delta_backward and
 // diagonal_forward / diagonal_backward in cpu_backend.cpp.
@@ -24,10 +26,6 @@ __device__ float group_sum(float x) {
 #pragma unroll
     for (int s = DH / 2; s >= 1; s /= 2) x += __shfl_xor_sync(full_mask, x, s);
     return x;
-}
-template <int DH>
-__device__ float from_lane(float x, int r) {
-    return __shfl_sync(full_mask, x, r, DH);
 }
 // w[r] holds this lane's term of entry r; returns sum over the group's lanes of entry `lane`.
 template <int DH>
@@ -61,6 +59,26 @@ __device__ Place place(std::size_t B, std::size_t H) {
     return {group / H, group % H, int(thread % DH), valid};
 }
 
+// All DH values of x across the group (lane r's x in out[r]), through this group's DH floats of
+// shared memory `slot` (16-byte aligned).
+template <int DH>
+__device__ void broadcast(float x, float* slot, int c, float (&out)[DH]) {
+    __syncwarp();  // the group's previous reads of slot are done
+    slot[c] = x;
+    __syncwarp();
+    const float4* v = reinterpret_cast<const float4*>(slot);
+#pragma unroll
+    for (int i = 0; i < DH / 4; ++i) {
+        const float4 f = v[i];
+        out[4 * i] = f.x, out[4 * i + 1] = f.y, out[4 * i + 2] = f.z, out[4 * i + 3] = f.w;
+    }
+}
+// This thread's group's slot in a block-sized shared array.
+template <int DH>
+__device__ float* group_slot(float* shared) {
+    return shared + (threadIdx.x / DH) * DH;
+}
+
 // x / sqrt(sum x^2 + eps) over the group; `norm` receives the denominator.
 template <int DH>
 __device__ float l2_normalise(float x, float& norm) {
@@ -73,7 +91,9 @@ __global__ void __launch_bounds__(block_threads) delta_forward_kernel(DeltaShape
                                                                       float* o, float* u_out, float* final) {
     const Place p = place<DH>(s.B, s.H);
     const std::size_t H = s.H, F = s.F, d = H * DH, Fd = F * d, ld = d + 2 * Fd, FH = F * H;
-    float S[DH];
+    __shared__ __align__(16) float shared[block_threads];
+    float* slot = group_slot<DH>(shared);
+    float S[DH], kb[DH];
 #pragma unroll
     for (int r = 0; r < DH; ++r) S[r] = 0;
     for (std::size_t t = 0; t < s.T; ++t) {
@@ -85,17 +105,19 @@ __global__ void __launch_bounds__(block_threads) delta_forward_kernel(DeltaShape
             const float k = l2_normalise<DH>(row[d + col], knorm);
             const float beta = s.beta_scale * sigmoidf(zbeta[n * FH + j * H + p.h]);
             float u = row[d + Fd + col];
+            broadcast<DH>(k, slot, p.c, kb);
 #pragma unroll
-            for (int r = 0; r < DH; ++r) u -= S[r] * from_lane<DH>(k, r);
+            for (int r = 0; r < DH; ++r) u -= S[r] * kb[r];
 #pragma unroll
-            for (int r = 0; r < DH; ++r) S[r] += beta * from_lane<DH>(k, r) * u;
+            for (int r = 0; r < DH; ++r) S[r] += beta * kb[r] * u;
             if (TRAIN && p.valid) u_out[n * Fd + col] = u;
         }
         float qnorm;
         const float q = l2_normalise<DH>(row[p.h * DH + p.c], qnorm);
+        broadcast<DH>(q, slot, p.c, kb);
         float out = 0;
 #pragma unroll
-        for (int r = 0; r < DH; ++r) out += S[r] * from_lane<DH>(q, r);
+        for (int r = 0; r < DH; ++r) out += S[r] * kb[r];
         if (p.valid) o[n * d + p.h * DH + p.c] = out;
     }
     if (TRAIN && p.valid) {
@@ -111,7 +133,9 @@ __global__ void __launch_bounds__(block_threads) delta_backward_kernel(DeltaShap
                                                                        const float* dO, float* dact, float* dzbeta) {
     const Place p = place<DH>(s.B, s.H);
     const std::size_t H = s.H, F = s.F, d = H * DH, Fd = F * d, ld = d + 2 * Fd, FH = F * H;
-    float S[DH], dS[DH], w[DH];
+    __shared__ __align__(16) float shared[block_threads];
+    float* slot = group_slot<DH>(shared);
+    float S[DH], dS[DH], w[DH], kb[DH];
     {
         const float* src = final + ((p.b * H + p.h) * DH) * DH + p.c;
 #pragma unroll
@@ -128,8 +152,9 @@ __global__ void __launch_bounds__(block_threads) delta_backward_kernel(DeltaShap
 #pragma unroll
         for (int r = 0; r < DH; ++r) w[r] = S[r] * g;
         const float dq = transpose_reduce<DH>(w, p.c);
+        broadcast<DH>(q, slot, p.c, kb);
 #pragma unroll
-        for (int r = 0; r < DH; ++r) dS[r] += from_lane<DH>(q, r) * g;
+        for (int r = 0; r < DH; ++r) dS[r] += kb[r] * g;
         const float dq_raw = (dq - q * group_sum<DH>(q * dq)) / qnorm;
         if (p.valid) drow[p.h * DH + p.c] = dq_raw;
         for (std::size_t j = F; j-- > 0;) {
@@ -141,18 +166,19 @@ __global__ void __launch_bounds__(block_threads) delta_backward_kernel(DeltaShap
             const float beta = s.beta_scale * sg;
             const float u = u_saved[n * Fd + col];
             // S_prev = S_next - beta k u^T
+            broadcast<DH>(k, slot, p.c, kb);
 #pragma unroll
-            for (int r = 0; r < DH; ++r) S[r] -= beta * from_lane<DH>(k, r) * u;
+            for (int r = 0; r < DH; ++r) S[r] -= beta * kb[r] * u;
             float acc = 0;  // (dS^T k)[c]
 #pragma unroll
-            for (int r = 0; r < DH; ++r) acc += dS[r] * from_lane<DH>(k, r);
+            for (int r = 0; r < DH; ++r) acc += dS[r] * kb[r];
             const float db = group_sum<DH>(acc * u);
             const float du = beta * acc;
 #pragma unroll
             for (int r = 0; r < DH; ++r) w[r] = beta * dS[r] * u - S[r] * du;
             const float dk = transpose_reduce<DH>(w, p.c);
 #pragma unroll
-            for (int r = 0; r < DH; ++r) dS[r] -= from_lane<DH>(k, r) * du;
+            for (int r = 0; r < DH; ++r) dS[r] -= kb[r] * du;
             const float dk_raw = (dk - k * group_sum<DH>(k * dk)) / knorm;
             if (p.valid) {
                 drow[d + col] = dk_raw;
@@ -182,7 +208,9 @@ __global__ void __launch_bounds__(block_threads) diagonal_forward_kernel(Diagona
                                                                          float* o, float* states) {
     const Place p = place<DH>(s.B, s.H);
     const std::size_t H = s.H, d = H * DH, ld = 3 * d, ch = p.h * DH + p.c;
-    float S[DH];
+    __shared__ __align__(16) float shared[block_threads];
+    float* slot = group_slot<DH>(shared);
+    float S[DH], ab[DH], kb[DH];
 #pragma unroll
     for (int r = 0; r < DH; ++r) S[r] = 0;
     const float wlog = decay_log[ch];
@@ -191,12 +219,14 @@ __global__ void __launch_bounds__(block_threads) diagonal_forward_kernel(Diagona
         const float* row = act + n * ld;
         const float a = diagonal_gate(zdt[n * d + ch], wlog, s.signed_range).a;  // lane c holds a[c] (key index c)
         const float q = row[ch], k = row[d + ch], v = row[2 * d + ch];
+        broadcast<DH>(a, slot, p.c, ab);
+        broadcast<DH>(k, slot, p.c, kb);
+#pragma unroll
+        for (int r = 0; r < DH; ++r) S[r] = ab[r] * S[r] + kb[r] * v;
+        broadcast<DH>(q, slot, p.c, kb);
         float out = 0;
 #pragma unroll
-        for (int r = 0; r < DH; ++r) {
-            S[r] = from_lane<DH>(a, r) * S[r] + from_lane<DH>(k, r) * v;
-            out += S[r] * from_lane<DH>(q, r);
-        }
+        for (int r = 0; r < DH; ++r) out += S[r] * kb[r];
         if (p.valid) {
             o[n * d + ch] = out;
             if (TRAIN) {
@@ -215,7 +245,9 @@ __global__ void __launch_bounds__(block_threads) diagonal_backward_kernel(Diagon
                                                                           float* dact, float* dzdt, float* ddecay_log) {
     const Place p = place<DH>(s.B, s.H);
     const std::size_t H = s.H, d = H * DH, ld = 3 * d, ch = p.h * DH + p.c;
-    float dS[DH], w[DH];
+    __shared__ __align__(16) float shared[block_threads];
+    float* slot = group_slot<DH>(shared);
+    float dS[DH], w[DH], kb[DH];
 #pragma unroll
     for (int r = 0; r < DH; ++r) dS[r] = 0;
     const float wlog = decay_log[ch];
@@ -234,19 +266,22 @@ __global__ void __launch_bounds__(block_threads) diagonal_backward_kernel(Diagon
 #pragma unroll
         for (int r = 0; r < DH; ++r) w[r] = St[r * DH] * g;
         const float dq = transpose_reduce<DH>(w, p.c);
+        broadcast<DH>(q, slot, p.c, kb);
 #pragma unroll
-        for (int r = 0; r < DH; ++r) dS[r] += from_lane<DH>(q, r) * g;
+        for (int r = 0; r < DH; ++r) dS[r] += kb[r] * g;
+        broadcast<DH>(k, slot, p.c, kb);
         float dv = 0;
 #pragma unroll
-        for (int r = 0; r < DH; ++r) dv += dS[r] * from_lane<DH>(k, r);
+        for (int r = 0; r < DH; ++r) dv += dS[r] * kb[r];
 #pragma unroll
         for (int r = 0; r < DH; ++r) w[r] = t > 0 ? dS[r] * Sp[r * DH] : 0.0f;
         const float da = transpose_reduce<DH>(w, p.c);
 #pragma unroll
         for (int r = 0; r < DH; ++r) w[r] = dS[r] * v;
         const float dk = transpose_reduce<DH>(w, p.c);
+        broadcast<DH>(gate.a, slot, p.c, kb);
 #pragma unroll
-        for (int r = 0; r < DH; ++r) dS[r] *= from_lane<DH>(gate.a, r);
+        for (int r = 0; r < DH; ++r) dS[r] *= kb[r];
         const float common = da * (s.signed_range ? 2.0f : 1.0f) * gate.decay;
         dwlog -= common * gate.delta * gate.ew;
         if (p.valid) {
