@@ -185,8 +185,9 @@ PrefixLevel next_prefix_level(const PrefixLevel& above, const std::vector<const 
                               const std::string& origin, const std::string& what,
                               const std::unordered_map<const LevelAction*, std::uint32_t>& bad) {
     // The reachable (tuple above, point) pairs as one bitset row of `points` bits per tuple above:
-    // membership is one bit, and the lexicographic number of a pair is the number of pairs in the
-    // rows before (offsets) plus the bits before it in its row. No hashing, no sorting.
+    // membership is one bit, and the lexicographic number of a pair is the number of set bits
+    // before it in the rows. No hashing, no sorting. Targets are computed twice (discovery, then
+    // numbering) rather than stored: recomputing is cheaper than the memory traffic.
     const std::size_t words = (points + 63) / 64;
     std::vector<std::uint64_t> rows(above.size() * words, 0);
     auto key = [](std::uint32_t w, Point p) { return (std::uint64_t(w) << 32) | p; };
@@ -197,75 +198,52 @@ PrefixLevel next_prefix_level(const PrefixLevel& above, const std::vector<const 
         word |= bit;
         return was;
     };
-    constexpr std::uint64_t bad_step = std::uint64_t(1) << 63;  // low bits: bad_tuple | reason
-    constexpr std::uint64_t unknown = ~std::uint64_t(0);
+    constexpr std::uint64_t bad_step = std::uint64_t(1) << 63;
+    // The pair (tuple above, point) that (w, p) goes to on letter a, or bad_step | the next value.
+    auto target = [&](std::uint32_t w, Point p, const std::vector<LevelAction>* list, Letter a) -> std::uint64_t {
+        const std::uint32_t nw = above.next[std::size_t(w) * letters + a];
+        if (nw & PrefixLevel::bad_tuple) return bad_step | nw;
+        const LevelAction& act = list ? (*list)[a] : identity_action;
+        if (!bad.empty())
+            if (const auto it = bad.find(&act); it != bad.end()) return bad_step | PrefixLevel::bad_tuple | it->second;
+        return key(nw, act.apply(p));
+    };
     std::vector<std::uint64_t> queue{key(above.start, start_point)};
     test_and_set(queue[0]);
-    std::vector<std::uint64_t> target;  // target[i * letters + a]: the pair queue[i] goes to on a
-    target.reserve(above.size() * 2 * letters);
-    // A constant action sends every child of a tuple to one pair: computed once per (tuple, letter).
-    std::vector<std::uint64_t> constant_target(above.size() * letters, unknown);
     for (std::size_t i = 0; i < queue.size(); ++i) {
         const auto w = std::uint32_t(queue[i] >> 32);
         const auto p = Point(queue[i] & 0xffffffffU);
-        const auto* list = lists[w];
         for (Letter a = 0; a < letters; ++a) {
-            const std::uint32_t nw = above.next[std::size_t(w) * letters + a];
-            if (nw & PrefixLevel::bad_tuple) {
-                target.push_back(bad_step | nw);
-                continue;
-            }
-            const LevelAction& act = list ? (*list)[a] : identity_action;
-            if (!bad.empty())
-                if (const auto it = bad.find(&act); it != bad.end()) {
-                    target.push_back(bad_step | PrefixLevel::bad_tuple | it->second);
-                    continue;
-                }
-            std::uint64_t* memo = act.kind == LevelAction::Kind::constant ? &constant_target[std::size_t(w) * letters + a] : nullptr;
-            if (memo && *memo != unknown) {
-                target.push_back(*memo);
-                continue;
-            }
-            const std::uint64_t k = key(nw, act.apply(p));
-            if (memo) *memo = k;
-            target.push_back(k);
-            if (!test_and_set(k)) {
-                if (queue.size() >= limit)
-                    throw LimitError(origin, what, fmt::format("more than {} reachable cascade states", limit));
-                queue.push_back(k);
-            }
+            const std::uint64_t k = target(w, p, lists[w], a);
+            if (k & bad_step || test_and_set(k)) continue;
+            if (queue.size() >= limit) throw LimitError(origin, what, fmt::format("more than {} reachable cascade states", limit));
+            queue.push_back(k);
         }
     }
-    std::vector<std::uint32_t> offset(above.size() + 1, 0);
-    for (std::size_t w = 0; w < above.size(); ++w) {
-        std::uint32_t count = 0;
-        for (std::size_t j = 0; j < words; ++j) count += std::uint32_t(std::popcount(rows[w * words + j]));
-        offset[w + 1] = offset[w] + count;
-    }
+    // Lexicographic numbers: tuples before the row, plus bits before the point in its row.
+    std::vector<std::uint32_t> before(rows.size() + 1, 0);  // set bits in the words before each word
+    for (std::size_t j = 0; j < rows.size(); ++j) before[j + 1] = before[j] + std::uint32_t(std::popcount(rows[j]));
     auto number = [&](std::uint64_t k) {
-        const std::size_t w = k >> 32, p = k & 0xffffffffU;
-        const std::uint64_t* row = rows.data() + w * words;
-        std::uint32_t r = offset[w];
-        for (std::size_t j = 0; j < p / 64; ++j) r += std::uint32_t(std::popcount(row[j]));
-        return r + std::uint32_t(std::popcount(row[p / 64] & ((std::uint64_t(1) << (p % 64)) - 1)));
+        const std::size_t word = (k >> 32) * words + (k & 0xffffffffU) / 64;
+        return before[word] + std::uint32_t(std::popcount(rows[word] & ((std::uint64_t(1) << (k % 64)) - 1)));
     };
     const std::size_t n = queue.size();
     PrefixLevel level;
     level.parent.reserve(n);
     level.point.reserve(n);
+    level.next.resize(n * letters);
     for (std::size_t w = 0; w < above.size(); ++w)
         for (std::size_t j = 0; j < words; ++j)
             for (std::uint64_t x = rows[w * words + j]; x; x &= x - 1) {
+                const auto p = Point(j * 64 + std::size_t(std::countr_zero(x)));
+                std::uint32_t* out = level.next.data() + level.point.size() * letters;
                 level.parent.push_back(std::uint32_t(w));
-                level.point.push_back(Point(j * 64 + std::size_t(std::countr_zero(x))));
+                level.point.push_back(p);
+                for (Letter a = 0; a < letters; ++a) {
+                    const std::uint64_t k = target(std::uint32_t(w), p, lists[w], a);
+                    out[a] = k & bad_step ? std::uint32_t(k & 0xffffffffU) : number(k);
+                }
             }
-    level.next.resize(n * letters);
-    for (std::size_t i = 0; i < n; ++i) {
-        std::uint32_t* out = level.next.data() + std::size_t(number(queue[i])) * letters;
-        const std::uint64_t* in = target.data() + i * letters;
-        for (std::size_t a = 0; a < letters; ++a)
-            out[a] = in[a] & bad_step ? std::uint32_t(in[a] & 0xffffffffU) : number(in[a]);
-    }
     level.start = number(queue[0]);
     return level;
 }
