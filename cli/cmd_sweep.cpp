@@ -102,21 +102,16 @@ void run_sweep_command(const SweepArgs& a) {
     if (device == "auto") device = gpus > 0 ? "cuda" : "cpu";
     if (device != "cpu" && device != "cuda")
         throw InputError("argument", "--device", fmt::format("unknown device '{}' (cpu, cuda or auto)", device));
-    std::vector<std::string> visible;
+    std::vector<std::string> slot_device;  // CUDA_VISIBLE_DEVICES of each slot's jobs
     if (device == "cuda") {
         if (gpus == 0) {
             std::string why;
             cuda_available(&why);
             throw InputError("argument", "--device", fmt::format("no CUDA device is visible ({})", why.empty() ? "none found" : why));
         }
-        const char* listed = std::getenv("CUDA_VISIBLE_DEVICES");
-        visible = listed ? split(listed, ',') : std::vector<std::string>{};
-        if (visible.size() != gpus) {
-            visible.clear();
-            for (std::size_t g = 0; g < gpus; ++g) visible.push_back(std::to_string(g));
-        }
+        slot_device = cuda_slot_devices(gpus, std::getenv("CUDA_VISIBLE_DEVICES"), a.jobs);
     }
-    const std::size_t slots = device == "cuda" ? visible.size() * a.jobs : a.jobs;
+    const std::size_t slots = device == "cuda" ? slot_device.size() : a.jobs;
 
     if (a.dry_run) {
         nlohmann::json list = nlohmann::json::array();
@@ -148,7 +143,7 @@ void run_sweep_command(const SweepArgs& a) {
         auto args = train_arguments(run, run_dir, device);
         if (fs::exists(fs::path(run_dir) / "checkpoint.bin")) args.push_back("--resume");  // continue an interrupted run
         std::optional<std::string> cuda;
-        if (device == "cuda") cuda = visible[slot / a.jobs];
+        if (device == "cuda") cuda = slot_device.at(slot);
         return spawn_train(exe, args, (fs::path(run_dir) / "train.log").string(), cuda);
     };
     const SweepOutcome o = run_sweep(runs, dir, slots, launch, a.retry_failed, &std::cerr);

@@ -476,6 +476,23 @@ std::size_t cuda_device_count() {
 #endif
 }
 
+std::vector<std::string> cuda_slot_devices(std::size_t devices, const char* visible, std::size_t jobs_per_device) {
+    std::vector<std::string> names;
+    for (std::string_view rest = visible ? visible : ""; !rest.empty();) {
+        const std::size_t comma = std::min(rest.find(','), rest.size());
+        if (comma > 0) names.emplace_back(rest.substr(0, comma));
+        rest.remove_prefix(std::min(comma + 1, rest.size()));
+    }
+    if (names.size() != devices) {
+        names.clear();
+        for (std::size_t d = 0; d < devices; ++d) names.push_back(std::to_string(d));
+    }
+    std::vector<std::string> slots;
+    for (const auto& name : names)
+        for (std::size_t j = 0; j < jobs_per_device; ++j) slots.push_back(name);
+    return slots;
+}
+
 std::vector<LengthBucket> parse_length_buckets(const std::string& text) {
     std::vector<LengthBucket> out;
     std::size_t from = 0;

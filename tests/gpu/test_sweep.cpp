@@ -253,6 +253,16 @@ TEST(Sweep, ManifestMergesSpecsAndRuns) {
     fs::remove_all(dir);
 }
 
+TEST(Sweep, OneJobPerGpuSlot) {
+    using V = std::vector<std::string>;
+    EXPECT_EQ(cuda_slot_devices(2, nullptr, 1), (V{"0", "1"}));
+    EXPECT_EQ(cuda_slot_devices(2, nullptr, 2), (V{"0", "0", "1", "1"}));
+    EXPECT_EQ(cuda_slot_devices(2, "2,3", 1), (V{"2", "3"}));  // the parent's own selection
+    EXPECT_EQ(cuda_slot_devices(2, "GPU-aa,GPU-bb", 1), (V{"GPU-aa", "GPU-bb"}));
+    EXPECT_EQ(cuda_slot_devices(1, "2,3", 1), (V{"0"}));  // a list that does not match the count: indices
+    EXPECT_EQ(cuda_slot_devices(0, "", 1), V{});
+}
+
 TEST(Sweep, LengthBuckets) {
     const auto b = default_length_buckets(40, 256);
     ASSERT_EQ(b.size(), 3u);

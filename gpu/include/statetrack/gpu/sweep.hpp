@@ -89,6 +89,10 @@ SweepOutcome run_sweep(const std::vector<SweepRun>& runs, const std::string& dir
 
 // CUDA devices visible to this process (0 without the CUDA backend or without a GPU).
 std::size_t cuda_device_count();
+// The CUDA_VISIBLE_DEVICES value of each worker slot: `jobs_per_device` slots per device, slot s on
+// device s / jobs_per_device. Devices are named by the entries of the parent's CUDA_VISIBLE_DEVICES
+// (`visible`, may be null) when it lists exactly `devices` of them, by their indices otherwise.
+std::vector<std::string> cuda_slot_devices(std::size_t devices, const char* visible, std::size_t jobs_per_device);
 
 // Summaries: group the runs of DIR by their configuration without the keys in `over` (seed by
 // default) and report, per group, the best and median final scaled accuracy, overall and per length
