@@ -66,6 +66,19 @@ std::string malformed(const LevelAction& action, std::size_t points) {
     return "unknown action kind";
 }
 
+// Set bits of x. std::popcount is a library call unless the build targets the popcnt
+// instruction; this inline form keeps the numbering loop of next_prefix_level fast either way.
+inline std::uint32_t count_bits(std::uint64_t x) {
+#if defined(__POPCNT__)
+    return std::uint32_t(std::popcount(x));
+#else
+    x = x - ((x >> 1) & 0x5555555555555555ULL);
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+    return std::uint32_t((x * 0x0101010101010101ULL) >> 56);
+#endif
+}
+
 bool lexicographic_less(std::span<const Point> x, std::span<const Point> y) {
     return std::lexicographical_compare(x.begin(), x.end(), y.begin(), y.end());
 }
@@ -222,10 +235,10 @@ PrefixLevel next_prefix_level(const PrefixLevel& above, const std::vector<const 
     }
     // Lexicographic numbers: tuples before the row, plus bits before the point in its row.
     std::vector<std::uint32_t> before(rows.size() + 1, 0);  // set bits in the words before each word
-    for (std::size_t j = 0; j < rows.size(); ++j) before[j + 1] = before[j] + std::uint32_t(std::popcount(rows[j]));
+    for (std::size_t j = 0; j < rows.size(); ++j) before[j + 1] = before[j] + count_bits(rows[j]);
     auto number = [&](std::uint64_t k) {
         const std::size_t word = (k >> 32) * words + (k & 0xffffffffU) / 64;
-        return before[word] + std::uint32_t(std::popcount(rows[word] & ((std::uint64_t(1) << (k % 64)) - 1)));
+        return before[word] + count_bits(rows[word] & ((std::uint64_t(1) << (k % 64)) - 1));
     };
     const std::size_t n = queue.size();
     PrefixLevel level;
@@ -275,10 +288,10 @@ CascadeCheck verify_cascade(const Dfa& dfa, const Cascade& cascade, std::size_t 
     // Malformed actions are found once here; the search reports the shortest word that uses one.
     std::unordered_map<const LevelAction*, std::uint32_t> bad;
     std::vector<std::string> why_bad;
-    for (std::size_t i = 0; i < levels; ++i)
-        for (const auto& [above, acts] : cascade.levels[i].actions)
-            for (const auto& act : acts)
-                if (auto why = malformed(act, cascade.levels[i].points); !why.empty() && !bad.count(&act)) {
+    for (std::size_t i = 0; i < levels; ++i)  // each distinct list once, not once per prefix
+        for (const auto& list : cascade.levels[i].actions.lists())
+            for (const auto& act : list)
+                if (auto why = malformed(act, cascade.levels[i].points); !why.empty()) {
                     bad.emplace(&act, std::uint32_t(why_bad.size()));
                     why_bad.push_back(fmt::format("level {}: {}", i, why));
                 }
