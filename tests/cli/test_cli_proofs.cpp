@@ -2,31 +2,20 @@
 // counterexamples and bad input. The full `report` (every prove command in full; theorem4 on every
 // 49th MLRegTest file) runs here once.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "run_statetrack.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Outcome {
-    int code = -1;
-    std::string out, err;
-};
-
-std::string read_all(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
+using statetrack::testing::CliOutcome;
+using statetrack::testing::read_text;
 
 class CliProofs : public ::testing::Test {
 protected:
@@ -41,17 +30,10 @@ protected:
     }
     void TearDown() override { fs::remove_all(tmp); }
 
-    Outcome statetrack(const std::string& args) const {
-        const fs::path out = tmp / "out.txt", err = tmp / "err.txt";
-        const int status = std::system(("'" STATETRACK_CLI "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "'").c_str());
-        Outcome o{WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_all(out), read_all(err)};
-        fs::remove(out);
-        fs::remove(err);
-        return o;
-    }
+    CliOutcome statetrack(const std::string& args) const { return statetrack::testing::run_statetrack(args, tmp); }
     std::string model(const std::string& dfa, const std::string& construction) const {
         const std::string path = (tmp / (construction + ".json")).string();
-        const Outcome o = statetrack("compile " + dfa + " --construction " + construction + " -o '" + path + "'");
+        const CliOutcome o = statetrack("compile " + dfa + " --construction " + construction + " -o '" + path + "'");
         EXPECT_EQ(o.code, 0) << o.err;
         return path;
     }
@@ -59,7 +41,7 @@ protected:
 
 TEST_F(CliProofs, VerifyCertifiesACompiledModelWithTheDocumentedJson) {
     const std::string m = model("zoo:sym:3", "onehot");
-    const Outcome o = statetrack("verify '" + m + "' --against zoo:sym:3 --precisions fp16,bits:12 --json");
+    const CliOutcome o = statetrack("verify '" + m + "' --against zoo:sym:3 --precisions fp16,bits:12 --json");
     ASSERT_EQ(o.code, 0) << o.err;
     const auto j = nlohmann::json::parse(o.out);
     EXPECT_EQ(j["exact"]["certified"], true);
@@ -77,7 +59,7 @@ TEST_F(CliProofs, VerifyCertifiesACompiledModelWithTheDocumentedJson) {
 TEST_F(CliProofs, VerifyCatchesAFlippedReflectionWithACounterexample) {
     const std::string m = model("zoo:sym:3", "onehot");
     // Flip the first reflection's v (e_a - e_b -> e_b - e_c): read, edit the JSON, write back.
-    auto j = nlohmann::json::parse(read_all(m));
+    auto j = nlohmann::json::parse(read_text(m));
     auto& v = j["layers"][0]["transitions"][0]["factors"][0]["v"];
     ASSERT_FALSE(v.is_null()) << j["layers"][0]["transitions"].dump();
     if (v.is_object()) {  // sparse form {"indices", "values"}
@@ -87,10 +69,10 @@ TEST_F(CliProofs, VerifyCatchesAFlippedReflectionWithACounterexample) {
         std::rotate(v.begin(), v.begin() + 1, v.end());
     }
     std::ofstream(m) << j.dump(2);
-    const Outcome text = statetrack("verify '" + m + "' --against zoo:sym:3 --precisions fp32");
+    const CliOutcome text = statetrack("verify '" + m + "' --against zoo:sym:3 --precisions fp32");
     EXPECT_EQ(text.code, 1) << text.err;
     EXPECT_NE(text.out.find("COUNTEREXAMPLE"), std::string::npos) << text.out;
-    const Outcome o = statetrack("verify '" + m + "' --against zoo:sym:3 --precisions fp32 --json");
+    const CliOutcome o = statetrack("verify '" + m + "' --against zoo:sym:3 --precisions fp32 --json");
     ASSERT_EQ(o.code, 1) << o.err;
     const auto r = nlohmann::json::parse(o.out);
     EXPECT_EQ(r["passed"], false);
@@ -100,7 +82,7 @@ TEST_F(CliProofs, VerifyCatchesAFlippedReflectionWithACounterexample) {
 
 TEST_F(CliProofs, VerifyProvesTheIdealTheoremSixModel) {
     const std::string m = model("zoo:modsum:4", "theorem6");
-    const Outcome o = statetrack("verify '" + m + "' --against zoo:modsum:4 --precisions fp32 --json");
+    const CliOutcome o = statetrack("verify '" + m + "' --against zoo:modsum:4 --precisions fp32 --json");
     ASSERT_EQ(o.code, 0) << o.err;
     const auto j = nlohmann::json::parse(o.out);
     EXPECT_EQ(j["exact"]["certified"], true);
@@ -115,7 +97,7 @@ TEST_F(CliProofs, VerifyBadInputIsExitTwoWithOneLine) {
                                    "verify '" + m + "' --against zoo:parity --precisions fp8",
                                    "verify '" + m + "' --against zoo:parity --precisions exact",
                                    "verify '" + m + "' --against zoo:first", "verify '" + m + "' --against zoo:nosuchlanguage"}) {
-        const Outcome o = statetrack(args);
+        const CliOutcome o = statetrack(args);
         EXPECT_EQ(o.code, 2) << args << "\n" << o.err;
         EXPECT_EQ(o.out, "") << args;
         EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << args << "\n" << o.err;
@@ -124,7 +106,7 @@ TEST_F(CliProofs, VerifyBadInputIsExitTwoWithOneLine) {
 
 TEST_F(CliProofs, ProveQuickJsonShapes) {
     for (const char* name : {"theorem2", "prop1", "theorem3", "theorem6"}) {
-        const Outcome o = statetrack(std::string("prove ") + name + " --quick --json");
+        const CliOutcome o = statetrack(std::string("prove ") + name + " --quick --json");
         ASSERT_EQ(o.code, 0) << name << "\n" << o.err;
         const auto j = nlohmann::json::parse(o.out);
         EXPECT_EQ(j["theorem"], name);
@@ -137,12 +119,12 @@ TEST_F(CliProofs, ProveQuickJsonShapes) {
 TEST_F(CliProofs, ProveTheoremOneDecidesAUserModel) {
     // The parity model's letter "1" is -1: it follows parity. A model whose "1" is the identity cannot.
     const std::string good = model("zoo:parity", "parity");
-    Outcome o = statetrack("prove theorem1 --model '" + good + "' --precision fp32 --json");
+    CliOutcome o = statetrack("prove theorem1 --model '" + good + "' --precision fp32 --json");
     ASSERT_EQ(o.code, 0) << o.err;
     auto j = nlohmann::json::parse(o.out);
     EXPECT_EQ(j["holds"], true);
     EXPECT_TRUE(j["same_output_lengths"].is_null());
-    auto net = nlohmann::json::parse(read_all(good));
+    auto net = nlohmann::json::parse(read_text(good));
     for (auto& t : net["layers"][0]["input_transition"]) t = 0;  // every letter: the identity
     const std::string frozen = (tmp / "frozen.json").string();
     std::ofstream(frozen) << net.dump(2);
@@ -157,7 +139,7 @@ TEST_F(CliProofs, ProveTheoremOneDecidesAUserModel) {
 TEST_F(CliProofs, ProveBadInput) {
     for (const std::string& args : {std::string("prove theorem5"), std::string("prove theorem2 --model x.json"),
                                    "prove theorem4 --mlregtest '" + (tmp / "none").string() + "'"}) {
-        const Outcome o = statetrack(args);
+        const CliOutcome o = statetrack(args);
         EXPECT_EQ(o.code, 2) << args << "\n" << o.err;
         EXPECT_EQ(o.out, "") << args;
     }
@@ -165,29 +147,29 @@ TEST_F(CliProofs, ProveBadInput) {
 
 TEST_F(CliProofs, ReportQuickWritesMarkdownAndJson) {
     const fs::path dir = tmp / "report";
-    const Outcome o = statetrack("report --quick -o '" + dir.string() + "'");
+    const CliOutcome o = statetrack("report --quick -o '" + dir.string() + "'");
     ASSERT_EQ(o.code, 0) << o.out << o.err;
     EXPECT_NE(o.out.find("every check passed"), std::string::npos) << o.out;
-    const auto j = nlohmann::json::parse(read_all(dir / "report.json"));
+    const auto j = nlohmann::json::parse(read_text(dir / "report.json"));
     EXPECT_EQ(j["format"], "statetrack.report/1");
     EXPECT_EQ(j["passed"], true);
     EXPECT_EQ(j["theorems"].size(), 6u);
     EXPECT_GE(j["languages"].size(), 10u);
-    EXPECT_NE(read_all(dir / "report.md").find("| modsum:5 | theorem6 | 2 | all, ideal"), std::string::npos);
+    EXPECT_NE(read_text(dir / "report.md").find("| modsum:5 | theorem6 | 2 | all, ideal"), std::string::npos);
 }
 
 TEST_F(CliProofs, ReportIntoAFileIsBadInput) {
     std::ofstream(tmp / "plain") << "x";
-    const Outcome o = statetrack("report --quick -o '" + (tmp / "plain").string() + "'");
+    const CliOutcome o = statetrack("report --quick -o '" + (tmp / "plain").string() + "'");
     EXPECT_EQ(o.code, 2) << o.err;
     EXPECT_EQ(o.out, "");
 }
 
 // The main job as a fresh clone runs it (every prove command in full, theorem4 on every 49th corpus file).
 TEST_F(CliProofs, FullReportPasses) {
-    const Outcome o = statetrack("report -o '" + (tmp / "full").string() + "'");
+    const CliOutcome o = statetrack("report -o '" + (tmp / "full").string() + "'");
     ASSERT_EQ(o.code, 0) << o.out << o.err;
-    const auto j = nlohmann::json::parse(read_all(tmp / "full" / "report.json"));
+    const auto j = nlohmann::json::parse(read_text(tmp / "full" / "report.json"));
     EXPECT_EQ(j["passed"], true);
     EXPECT_EQ(j["quick"], false);
 }
