@@ -208,3 +208,61 @@ TEST(Cascade, JsonDocument) {
     EXPECT_GT(listed, 0U);
     EXPECT_EQ(sa::write_cascade_json(c), sa::write_cascade_json(sa::decompose(dfa).cascade));  // deterministic
 }
+
+TEST(PrefixActions, SortedSharedListsAndCopyOnEdit) {
+    sa::PrefixActions actions;
+    const sa::PrefixActions::List resets = {constant(1), constant(0)};
+    const std::uint32_t r = actions.add_list(resets);
+    EXPECT_EQ(actions.add_list(resets), r);  // identical lists are stored once
+    EXPECT_NE(actions.add_list({constant(0), constant(0)}), r);
+    actions.push_back(std::vector<sa::Point>{0, 1}, r);
+    actions.push_back(std::vector<sa::Point>{1, 0}, r);
+    EXPECT_THROW(actions.push_back(std::vector<sa::Point>{0, 5}, r), std::logic_error);  // out of order
+    EXPECT_THROW(actions.push_back(std::vector<sa::Point>{2}, r), std::logic_error);     // wrong length
+    ASSERT_EQ(actions.size(), 2U);
+    EXPECT_EQ(&actions.entry(0).second, &actions.entry(1).second);
+    EXPECT_EQ(actions.find(std::vector<sa::Point>{1, 1}), actions.end());
+    EXPECT_EQ(actions.list(std::vector<sa::Point>{0}), nullptr);
+    const auto it = actions.find(std::vector<sa::Point>{1, 0});
+    ASSERT_NE(it, actions.end());
+    EXPECT_EQ(it->second, resets);
+    // Editing one prefix's list leaves the prefix that shared it alone; a new prefix goes in order.
+    actions[{1, 0}][0] = constant(0);
+    EXPECT_EQ(*actions.list(std::vector<sa::Point>{0, 1}), resets);
+    EXPECT_EQ((*actions.list(std::vector<sa::Point>{1, 0}))[0], constant(0));
+    actions[{0, 2}] = resets;
+    std::vector<sa::Coordinates> order;
+    for (const auto& [above, acts] : actions) {
+        order.emplace_back(above.begin(), above.end());
+        EXPECT_EQ(acts.size(), 2U);
+    }
+    EXPECT_EQ(order, (std::vector<sa::Coordinates>{{0, 1}, {0, 2}, {1, 0}}));
+    EXPECT_THROW(actions[{0}], std::logic_error);
+}
+
+TEST(PrefixActions, ReachablePrefixesLevelByLevel) {
+    // second_to_last: level 0 has tuples (0), (1); level 1 all four (last, second) pairs, numbered
+    // in lexicographic order, with the transitions of the cascade's step.
+    const auto c = second_to_last_cascade();
+    const auto root = sa::root_prefix_level(2);
+    std::vector<const std::vector<sa::LevelAction>*> top{c.levels[0].actions.list(std::vector<sa::Point>{})};
+    const auto l0 = sa::next_prefix_level(root, top, 0, 2, 2, 100, "t", "test");
+    EXPECT_EQ(l0.point, (std::vector<sa::Point>{0, 1}));
+    EXPECT_EQ(l0.next, (std::vector<std::uint32_t>{1, 0, 1, 0}));  // a -> (1), b -> (0)
+    std::vector<const std::vector<sa::LevelAction>*> lists{c.levels[1].actions.list(std::vector<sa::Point>{0}),
+                                                           c.levels[1].actions.list(std::vector<sa::Point>{1})};
+    const auto l1 = sa::next_prefix_level(l0, lists, 0, 2, 2, 100, "t", "test");
+    ASSERT_EQ(l1.size(), 4U);
+    EXPECT_EQ(l1.start, 0U);
+    for (std::uint32_t u = 0; u < 4; ++u)
+        for (sa::Letter a = 0; a < 2; ++a) {
+            const sa::Coordinates from{l1.parent[u], l1.point[u]};
+            const std::uint32_t v = l1.next[u * 2 + a];
+            EXPECT_EQ((sa::Coordinates{l1.parent[v], l1.point[v]}), sa::step(c, from, a));
+        }
+    EXPECT_THROW(sa::next_prefix_level(l0, lists, 0, 2, 2, 3, "t", "test"), statetrack::LimitError);
+    // A step through a marked action is flagged with the mark instead of applied.
+    const std::unordered_map<const sa::LevelAction*, std::uint32_t> bad{{&(*lists[1])[1], 7}};
+    const auto marked = sa::next_prefix_level(l0, lists, 0, 2, 2, 100, "t", "test", bad);
+    EXPECT_EQ(marked.next[2 * 2 + 1], sa::PrefixLevel::bad_tuple | 7U);  // tuple (1, 0) on b
+}
