@@ -32,11 +32,11 @@ std::optional<std::int64_t> as_integer(const Number& x) {
     return std::stoll(x.exact);
 }
 
-// The value of a stored number at 256 bits: exact ones from their fraction, others from the
+// The value of a stored number at 448 bits: exact ones from their fraction, others from the
 // high-precision digits when present.
 struct Mp {
     mpfr_t x;
-    Mp() { mpfr_init2(x, 256); }
+    Mp() { mpfr_init2(x, 448); }  // beyond the 120 stored digits
     ~Mp() { mpfr_clear(x); }
     Mp(const Mp&) = delete;
     Mp& operator=(const Mp&) = delete;
@@ -71,7 +71,7 @@ std::pair<double, double> polar(const std::vector<Number>& v) {
     return {t, mpfr_get_d(r.x, MPFR_RNDN)};
 }
 
-// |angle of v - k pi / n| in radians, at 256 bits (the recognition error of one entry).
+// |angle of v - k pi / n| in radians, at 448 bits (the recognition error of one entry).
 double angle_error(const std::vector<Number>& v, std::int64_t k, std::int64_t n) {
     Mp a, b, pi, t;
     set_number(a.x, v[0]);
