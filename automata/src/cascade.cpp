@@ -439,49 +439,63 @@ void explore_cascade(Cascade& cascade, const Coordinates& start, State start_sta
 }
 
 std::string write_cascade_json(const Cascade& cascade) {
-    using nlohmann::json;
-    auto action_json = [](const LevelAction& a) -> json {
+    // Streamed as text, not built as a DOM: the large MLRegTest cascades list 6 x 10^5 prefixes
+    // of 64 actions each, and a DOM of them took 7 GB.
+    std::string out;
+    auto to = std::back_inserter(out);
+    auto text = [](const std::string& s) { return nlohmann::json(s).dump(); };  // escaped
+    auto list = [](auto&& range) { return fmt::format("[{}]", fmt::join(range, ", ")); };
+    auto action_json = [&](const LevelAction& a) -> std::string {
         switch (a.kind) {
-            case LevelAction::Kind::identity: return "identity";
-            case LevelAction::Kind::constant: return json{{"constant", a.map[0]}};
-            case LevelAction::Kind::permutation: return json{{"permutation", a.map}};
+            case LevelAction::Kind::identity: return "\"identity\"";
+            case LevelAction::Kind::constant: return fmt::format("{{\"constant\": {}}}", a.map[0]);
+            case LevelAction::Kind::permutation: return fmt::format("{{\"permutation\": {}}}", list(a.map));
         }
         throw std::logic_error("unknown action kind");
     };
-    json levels = json::array();
-    for (const auto& level : cascade.levels) {
-        json groups = json::array();
-        for (const auto& g : level.groups)
-            groups.push_back({{"first", g.first}, {"points", g.points}, {"order", g.order}, {"name", g.name},
-                              {"generators", g.generators}});
-        json actions = json::array();
-        // Distinct lists are converted once; most prefixes share a few lists.
-        std::vector<json> converted(level.actions.lists().size());
-        for (std::size_t e = 0; e < level.actions.size(); ++e) {
-            json& letters = converted[level.actions.list_index(e)];
-            if (letters.is_null()) {
-                letters = json::array();
-                for (const auto& a : level.actions.entry(e).second) letters.push_back(action_json(a));
-            }
-            const auto above = level.actions.key(e);
-            actions.push_back({{"above", Coordinates(above.begin(), above.end())}, {"letters", letters}});
+    std::vector<std::string> symbols;
+    for (const auto& s : cascade.alphabet) symbols.push_back(text(s));
+    fmt::format_to(to, "{{\n \"format\": \"statetrack.cascade/1\",\n \"method\": {},\n \"alphabet\": {},\n", text(cascade.method),
+                   list(symbols));
+    fmt::format_to(to, " \"dfa_states\": {},\n \"one_hot_size\": {},\n \"levels\": [", cascade.dfa_states, one_hot_size(cascade));
+    for (std::size_t i = 0; i < cascade.levels.size(); ++i) {
+        const auto& level = cascade.levels[i];
+        fmt::format_to(to, "{}\n  {{\"points\": {},\n   \"groups\": [", i ? "," : "", level.points);
+        for (std::size_t g = 0; g < level.groups.size(); ++g) {
+            const auto& group = level.groups[g];
+            std::vector<std::string> generators;
+            for (const auto& x : group.generators) generators.push_back(list(x));
+            fmt::format_to(to, "{}{{\"first\": {}, \"points\": {}, \"order\": {}, \"name\": {}, \"generators\": {}}}", g ? ", " : "",
+                           group.first, group.points, group.order, text(group.name), list(generators));
         }
-        levels.push_back({{"points", level.points}, {"groups", groups}, {"actions", actions}});
+        out += "],\n   \"actions\": [";
+        // Distinct lists are converted once; most prefixes share a few lists.
+        std::vector<std::string> converted(level.actions.lists().size());
+        for (std::size_t e = 0; e < level.actions.size(); ++e) {
+            std::string& letters = converted[level.actions.list_index(e)];
+            if (letters.empty()) {
+                std::vector<std::string> each;
+                for (const auto& a : level.actions.entry(e).second) each.push_back(action_json(a));
+                letters = list(each);
+            }
+            fmt::format_to(to, "{}\n    {{\"above\": {}, \"letters\": {}}}", e ? "," : "", list(level.actions.key(e)), letters);
+        }
+        out += "]}";
     }
-    json decode = json::array();
-    for (const auto& [coords, q] : cascade.decode) decode.push_back({{"coordinates", coords}, {"state", q}});
-    json encode = json::array();
-    for (const auto& [q, coords] : cascade.encode) encode.push_back({{"state", q}, {"coordinates", coords}});
-    json doc = {{"format", "statetrack.cascade/1"},
-                {"method", cascade.method},
-                {"alphabet", cascade.alphabet},
-                {"dfa_states", cascade.dfa_states},
-                {"one_hot_size", one_hot_size(cascade)},
-                {"levels", levels},
-                {"start", cascade.start},
-                {"decode", decode},
-                {"encode", encode}};
-    return doc.dump(1) + "\n";
+    fmt::format_to(to, "],\n \"start\": {},\n \"decode\": [", list(cascade.start));
+    bool first = true;
+    for (const auto& [coords, q] : cascade.decode) {
+        fmt::format_to(to, "{}\n  {{\"coordinates\": {}, \"state\": {}}}", first ? "" : ",", list(coords), q);
+        first = false;
+    }
+    out += "],\n \"encode\": [";
+    first = true;
+    for (const auto& [q, coords] : cascade.encode) {
+        fmt::format_to(to, "{}\n  {{\"state\": {}, \"coordinates\": {}}}", first ? "" : ",", q, list(coords));
+        first = false;
+    }
+    out += "]\n}\n";
+    return out;
 }
 
 }  // namespace statetrack::automata

@@ -206,6 +206,19 @@ TEST(Cascade, JsonDocument) {
         }
     }
     EXPECT_GT(listed, 0U);
+    // decode, encode, start and groups as written.
+    std::size_t k = 0;
+    for (const auto& [coords, q] : c.decode) {
+        EXPECT_EQ(doc["decode"][k]["coordinates"].get<sa::Coordinates>(), coords);
+        EXPECT_EQ(doc["decode"][k++]["state"], q);
+    }
+    EXPECT_EQ(doc["encode"].size(), c.encode.size());
+    for (const auto& e : doc["encode"]) EXPECT_EQ(c.encode.at(e["state"].get<sa::State>()), e["coordinates"].get<sa::Coordinates>());
+    EXPECT_EQ(doc["start"].get<sa::Coordinates>(), c.start);
+    EXPECT_EQ(doc["alphabet"].get<std::vector<std::string>>(), c.alphabet);
+    ASSERT_EQ(doc["levels"][1]["groups"].size(), 2U);  // tomita:3: two C_2 blocks on level 1
+    EXPECT_EQ(doc["levels"][1]["groups"][1]["name"], "C_2");
+    EXPECT_EQ(doc["levels"][1]["groups"][1]["first"], 2);
     EXPECT_EQ(sa::write_cascade_json(c), sa::write_cascade_json(sa::decompose(dfa).cascade));  // deterministic
 }
 
