@@ -12,6 +12,7 @@ void add_prove(CLI::App& app) {
     struct Options {
         std::string name, model, precision = "fp32", mlregtest;
         bool json = false, quick = false;
+        std::size_t stride = 0;
     };
     auto opt = std::make_shared<Options>();
     auto* cmd = app.add_subcommand("prove", "Check a statement of PAPER.md: theorem1, theorem2, prop1, theorem3, theorem4, theorem6");
@@ -19,6 +20,8 @@ void add_prove(CLI::App& app) {
     cmd->add_option("--model", opt->model, "theorem1 only: decide for this statetrack.lrnn/1 model");
     cmd->add_option("--precision", opt->precision, "theorem1 --model: fp16|bf16|fp32|fp64|bits:P|mpfr:P|exact");
     cmd->add_option("--mlregtest", opt->mlregtest, "theorem4: folder of MLRegTest .att files (default: the source tree's copy)");
+    cmd->add_option("--mlregtest-stride", opt->stride, "theorem4: every K-th corpus file (default: all; 49 with --quick)")
+        ->check(CLI::PositiveNumber);
     cmd->add_flag("--quick", opt->quick, "sized-down run (tests); the default is the full check");
     cmd->add_flag("--json", opt->json, "print the result as JSON on stdout");
     cmd->callback([opt] {
@@ -30,6 +33,7 @@ void add_prove(CLI::App& app) {
             proofs::ProveOptions o;
             o.quick = opt->quick;
             o.mlregtest_dir = opt->mlregtest;
+            o.mlregtest_stride = opt->stride;
             o.progress = [](const std::string& m) { fmt::print(stderr, "prove: {}\n", m); };
             r = proofs::prove(opt->name, o);
         }
