@@ -56,15 +56,17 @@ __global__ void embed_forward_kernel(const std::int32_t* tokens, const float* ta
     x[i] = table[std::size_t(tokens[n]) * d + c];
 }
 
-// One block per chunk of rows; the (small) table gradient accumulates in shared memory first.
+// One block per chunk of rows; the (small) table gradient accumulates in shared memory first. Each
+// thread owns whole columns c, so its shared-memory adds need no atomics (with 2 letters, atomics
+// from every thread to 2 x d addresses made this 3% of a training step, 144 GB/s).
 __global__ void embed_backward_shared_kernel(const std::int32_t* tokens, const float* dx, float* dtable,
                                              std::size_t rows, std::size_t d, std::size_t vocab, std::size_t chunk) {
     extern __shared__ float acc[];
     for (std::size_t i = threadIdx.x; i < vocab * d; i += blockDim.x) acc[i] = 0;
     __syncthreads();
     const std::size_t begin = std::size_t(blockIdx.x) * chunk, end = min(rows, begin + chunk);
-    for (std::size_t i = begin * d + threadIdx.x; i < end * d; i += blockDim.x)
-        atomicAdd(&acc[std::size_t(tokens[i / d]) * d + i % d], dx[i]);
+    for (std::size_t c = threadIdx.x; c < d; c += blockDim.x)
+        for (std::size_t n = begin; n < end; ++n) acc[std::size_t(tokens[n]) * d + c] += dx[n * d + c];
     __syncthreads();
     for (std::size_t i = threadIdx.x; i < vocab * d; i += blockDim.x) atomicAdd(&dtable[i], acc[i]);
 }
@@ -340,7 +342,7 @@ void embed_backward(const std::int32_t* tokens, const float* dx, float* dtable, 
                     std::size_t vocab, cudaStream_t stream) {
     const std::size_t bytes = vocab * d * sizeof(float);
     if (bytes <= 32 * 1024) {
-        const std::size_t chunk = 512;
+        const std::size_t chunk = 128;
         embed_backward_shared_kernel<<<unsigned((rows + chunk - 1) / chunk), threads, bytes, stream>>>(
             tokens, dx, dtable, rows, d, vocab, chunk);
     } else {
