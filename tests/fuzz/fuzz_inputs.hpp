@@ -27,7 +27,7 @@ struct Finding : std::logic_error {
 // A few bytes of AT&T can name a state near the 2^24 limit (docs/limits.md); loading that is
 // legitimate, but writing and re-reading a table of millions of arcs per input would only measure
 // the writer's speed, so the round trip is checked for tables up to this size.
-inline constexpr std::size_t max_round_trip_entries = std::size_t(1) << 20;
+inline constexpr std::size_t max_round_trip_entries = std::size_t(1) << 16;
 
 // Runs `load`; an InputError is the documented way to refuse input and is swallowed.
 template <class Load>
