@@ -9,6 +9,10 @@
 
 #include "../fuzz/fuzz_inputs.hpp"
 
+#ifndef STATETRACK_FUZZ_CORPUS  // set by tests/fuzz/CMakeLists.txt; the same folder otherwise
+#define STATETRACK_FUZZ_CORPUS STATETRACK_SOURCE_DIR "/tests/fuzz"
+#endif
+
 namespace {
 
 namespace fs = std::filesystem;
