@@ -702,7 +702,12 @@ void transition_eigenvalues(const ModelConfig& c, const ParameterLayout& layout,
                         for (std::size_t r = 0; r < dh; ++r)
                             emit(l, h, double(effective_decay(w[a.decay + n * d + h * dh + r], c.eig == EigRange::signed_unit)));
                     } else if (p.F == 1) {
-                        emit(l, h, 1.0 - double(w[a.beta + n * FH + h]));
+                        // 1 - beta |k|^2: k is normalised with an epsilon, so |k|^2 is just below 1
+                        // (by up to ~1e-4 for the small keys of fresh weights).
+                        const Scalar* k = w + a.kn + n * Fd + h * dh;
+                        double kk = 0;
+                        for (std::size_t r = 0; r < dh; ++r) kk += double(k[r]) * double(k[r]);
+                        emit(l, h, 1.0 - double(w[a.beta + n * FH + h]) * kk);
                     } else {
                         // A = prod_j (I - beta_j k_j k_j^T) (factor 1 applied first) leaves span(k) invariant
                         // and fixes its complement: its non-trivial eigenvalues are those of Q^T A Q.
@@ -729,6 +734,43 @@ void transition_eigenvalues(const ModelConfig& c, const ParameterLayout& layout,
     }
 }
 
+template <class Scalar>
+void recurrence_steps(const ModelConfig& c, const ParameterLayout& layout, std::span<const Scalar> params,
+                      const Batch& batch, Workspace<Scalar>& ws, const std::function<void(const RecurrenceStep&)>& emit) {
+    if (c.mixer == Mixer::lstm) return;
+    const Plan p = make_plan(c, batch, false);
+    Scalar* w = prepare(ws, p);
+    forward_pass(c, layout, params.data(), batch, p, w);
+    const std::size_t dh = p.dh, d = p.d, Fd = p.F * d, FH = p.F * p.H;
+    const bool mamba = c.mixer == Mixer::mamba;
+    auto read = [&](std::size_t at) { return std::vector<double>(w + at, w + at + dh); };
+    RecurrenceStep step;
+    for (std::size_t l = 0; l < c.layers; ++l) {
+        const LayerActs& a = p.layers[l];
+        for (std::size_t h = 0; h < p.H; ++h)
+            for (std::size_t b = 0; b < p.B; ++b)
+                for (std::size_t t = 0; t < std::size_t(batch.lengths[b]); ++t) {
+                    const std::size_t n = b * p.T + t;
+                    step.layer = l, step.head = h, step.row = b, step.position = t;
+                    step.keys.clear(), step.values.clear(), step.betas.clear(), step.decay.clear();
+                    if (mamba) {
+                        const std::size_t hd = n * d + h * dh;
+                        step.keys.push_back(read(a.k + hd));
+                        step.values.push_back(read(a.v + hd));
+                        for (std::size_t r = 0; r < dh; ++r)
+                            step.decay.push_back(double(effective_decay(w[a.decay + hd + r], c.eig == EigRange::signed_unit)));
+                    } else {
+                        for (std::size_t j = 0; j < p.F; ++j) {
+                            step.keys.push_back(read(a.kn + n * Fd + (j * p.H + h) * dh));
+                            step.values.push_back(read(a.v + n * Fd + (j * p.H + h) * dh));
+                            step.betas.push_back(double(w[a.beta + n * FH + j * p.H + h]));
+                        }
+                    }
+                    emit(step);
+                }
+    }
+}
+
 #define STATETRACK_INSTANTIATE(S)                                                                                   \
     template void forward<S>(const ModelConfig&, const ParameterLayout&, std::span<const S>, const Batch&,           \
                              Workspace<S>&);                                                                         \
@@ -741,7 +783,9 @@ void transition_eigenvalues(const ModelConfig& c, const ParameterLayout& layout,
                                    std::vector<std::size_t>&);                                                       \
     template void transition_eigenvalues<S>(const ModelConfig&, const ParameterLayout&, std::span<const S>,         \
                                             const Batch&, Workspace<S>&,                                             \
-                                            const std::function<void(std::size_t, std::size_t, std::complex<double>)>&);
+                                            const std::function<void(std::size_t, std::size_t, std::complex<double>)>&); \
+    template void recurrence_steps<S>(const ModelConfig&, const ParameterLayout&, std::span<const S>, const Batch&,   \
+                                      Workspace<S>&, const std::function<void(const RecurrenceStep&)>&);
 STATETRACK_INSTANTIATE(float)
 STATETRACK_INSTANTIATE(double)
 #undef STATETRACK_INSTANTIATE

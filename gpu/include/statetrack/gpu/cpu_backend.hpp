@@ -53,4 +53,22 @@ void transition_eigenvalues(const ModelConfig& config, const ParameterLayout& la
                             const Batch& batch, Workspace<Scalar>& ws,
                             const std::function<void(std::size_t, std::size_t, std::complex<double>)>& emit);
 
+// The inputs of one linear recurrence step at a real position (for gpu/export.hpp). The head's
+// state S (head_dim x head_dim, row r = key coordinate) is updated, for j = 1..F in order, as
+// S <- (I - beta_j k_j k_j^T) S + beta_j k_j v_j^T (deltanet, deltaproduct; k as the recurrence uses
+// it: L2-normalised with the epsilon, so |k| is slightly below 1), or S <- diag(a) S + k v^T (mamba;
+// a the effective decay).
+struct RecurrenceStep {
+    std::size_t layer = 0, head = 0, row = 0, position = 0;
+    std::vector<std::vector<double>> keys, values;  // F vectors of head_dim (mamba: one)
+    std::vector<double> betas;                      // F (empty for mamba)
+    std::vector<double> decay;                      // head_dim (mamba only)
+};
+
+// Runs the model on `batch` and calls emit for every layer, head, row and real position, in that
+// order. The LSTM has no linear recurrence and emits nothing.
+template <class Scalar>
+void recurrence_steps(const ModelConfig& config, const ParameterLayout& layout, std::span<const Scalar> params,
+                      const Batch& batch, Workspace<Scalar>& ws, const std::function<void(const RecurrenceStep&)>& emit);
+
 }  // namespace statetrack::gpu

@@ -1,0 +1,117 @@
+// Exporting trained transitions as statetrack.lrnn/1: the read-back factors have the trainer's
+// learned eigenvalues for the word, a wrong factor is caught, and the lstm and bad words are refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <complex>
+#include <vector>
+
+#include "statetrack/automata/error.hpp"
+#include "statetrack/automata/zoo.hpp"
+#include "statetrack/gpu/cpu_backend.hpp"
+#include "statetrack/gpu/export.hpp"
+#include "statetrack/lrnn/analysis.hpp"
+#include "statetrack/lrnn/format.hpp"
+
+namespace statetrack::gpu {
+namespace {
+
+using Spectrum = std::vector<std::complex<double>>;
+
+// Initialised (untrained) weights: the export path does not care how the weights were reached.
+Checkpoint tiny_checkpoint(const std::string& model, const std::string& eig) {
+    Checkpoint c;
+    c.task = Task{automata::zoo("parity"), "zoo:parity", LabelMode::final_position, Target::accept};
+    parse_model_name(model, c.options.model);
+    c.options.model.eig = parse_eig_range(eig);
+    c.options.model.layers = 2, c.options.model.d_model = 8, c.options.model.heads = 2;
+    c.options.model.vocab = vocab_size(c.task), c.options.model.classes = num_classes(c.task);
+    const ParameterLayout layout = parameter_layout(c.options.model);
+    c.params.resize(layout.total);
+    init_parameters<double>(c.options.model, layout, 5, c.params);
+    return c;
+}
+
+// The trainer's non-trivial eigenvalues per (lrnn layer, position). transition_eigenvalues emits in
+// the order layer, position, head: a new position starts when the head index falls back.
+std::vector<std::vector<Spectrum>> trainer_spectra(const Checkpoint& c, const std::vector<automata::Letter>& word) {
+    const ModelConfig& m = c.options.model;
+    const std::size_t T = word.size();
+    Batch batch{1, T, std::vector<std::int32_t>(word.begin(), word.end()), {std::int32_t(T)}, std::vector<std::int32_t>(T, -1)};
+    std::vector<std::vector<Spectrum>> out(m.layers * m.heads, std::vector<Spectrum>(T));
+    std::size_t layer = 0, head = 0, t = 0;
+    Workspace<double> ws;
+    transition_eigenvalues<double>(m, parameter_layout(m), c.params, batch, ws, [&](std::size_t l, std::size_t h, std::complex<double> e) {
+        if (l != layer) layer = l, t = 0;
+        else if (h < head) ++t;
+        head = h;
+        out.at(export_layer_index(c, l, h)).at(t).push_back(e);
+    });
+    return out;
+}
+
+bool near_any(std::complex<double> x, const Spectrum& s, double tol) {
+    for (auto y : s)
+        if (std::abs(x - y) <= tol) return true;
+    return false;
+}
+
+// Every trainer eigenvalue is one of the exported A_t's, and every exported eigenvalue is either a
+// trainer eigenvalue or 1 (the identity on the complement of span(k)).
+bool spectra_match(const lrnn::Network& net, const std::vector<std::vector<Spectrum>>& trainer, double tol) {
+    for (std::size_t i = 0; i < net.layers.size(); ++i)
+        for (std::size_t t = 0; t < trainer[i].size(); ++t) {
+            const lrnn::Layer& layer = net.layers[i];
+            const Spectrum exported = lrnn::eigenvalues(lrnn::transition_matrix(layer.transitions[layer.input_transition[t]], layer.dim));
+            for (auto e : trainer[i][t])
+                if (!near_any(e, exported, tol)) return false;
+            Spectrum allowed = trainer[i][t];
+            allowed.push_back(1.0);
+            for (auto x : exported)
+                if (!near_any(x, allowed, tol)) return false;
+        }
+    return true;
+}
+
+void check_round_trip(const std::string& model, const std::string& eig, double tol) {
+    const Checkpoint c = tiny_checkpoint(model, eig);
+    const std::vector<automata::Letter> word{0, 1, 1, 0, 1};
+    const lrnn::Network exported = export_transitions(c, word, "tiny.bin");
+    const lrnn::Network net = lrnn::read_network_json(lrnn::write_network_json(exported), "tiny.json");
+    ASSERT_EQ(net.layers.size(), 4u);
+    ASSERT_EQ(net.alphabet, (std::vector<std::string>{"t1", "t2", "t3", "t4", "t5"}));
+    EXPECT_EQ(net.layers[0].dim, 16u);
+    const auto trainer = trainer_spectra(c, word);
+    EXPECT_TRUE(spectra_match(net, trainer, tol)) << model << " " << eig;
+
+    // The comparison finds a wrong transition: swap two positions' transitions in one layer.
+    lrnn::Network wrong = net;
+    std::swap(wrong.layers[3].input_transition[0], wrong.layers[3].input_transition[2]);
+    EXPECT_FALSE(spectra_match(wrong, trainer, tol)) << model << " " << eig;
+}
+
+TEST(Export, DeltaProductFactorsHaveTheTrainersEigenvalues) {
+    check_round_trip("deltaproduct:2", "-1,1", 1e-6);
+    check_round_trip("deltaproduct:3", "0,1", 1e-6);
+}
+
+TEST(Export, MambaDiagonalsHaveTheTrainersEigenvalues) {
+    check_round_trip("mamba", "-1,1", 1e-6);
+    check_round_trip("mamba", "0,1", 1e-6);
+}
+
+TEST(Export, DeltaNetFactorsHaveTheTrainersEigenvalues) {
+    check_round_trip("deltanet", "-1,1", 1e-6);
+    check_round_trip("deltanet", "0,1", 1e-6);
+}
+
+TEST(Export, RefusesTheLstmAndBadWords) {
+    EXPECT_THROW(export_transitions(tiny_checkpoint("lstm", "-1,1"), {0, 1}, "lstm.bin"), InputError);
+    const Checkpoint c = tiny_checkpoint("deltanet", "-1,1");
+    EXPECT_THROW(export_transitions(c, {}, "c.bin"), InputError);
+    EXPECT_THROW(export_transitions(c, {0, 2}, "c.bin"), InputError);
+    EXPECT_THROW(export_transitions(c, std::vector<automata::Letter>(max_export_positions + 1, 0), "c.bin"), InputError);
+}
+
+}  // namespace
+}  // namespace statetrack::gpu
