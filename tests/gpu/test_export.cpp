@@ -6,6 +6,8 @@
 #include <complex>
 #include <vector>
 
+#include <Eigen/Dense>
+
 #include "statetrack/automata/error.hpp"
 #include "statetrack/automata/zoo.hpp"
 #include "statetrack/gpu/cpu_backend.hpp"
@@ -103,6 +105,49 @@ TEST(Export, MambaDiagonalsHaveTheTrainersEigenvalues) {
 TEST(Export, DeltaNetFactorsHaveTheTrainersEigenvalues) {
     check_round_trip("deltanet", "-1,1", 1e-6);
     check_round_trip("deltanet", "0,1", 1e-6);
+}
+
+// B_t must be the write terms composed with the factors after them, flattened row-major:
+// B = sum_j (G_F ... G_{j+1}) beta_j k_j v_j^T (delta rule), k v^T (mamba); computed here as
+// whole matrices, independently of the exporter's running update.
+Eigen::MatrixXd expected_bias(const RecurrenceStep& step, std::size_t dh) {
+    const auto n = Eigen::Index(dh);
+    auto vec = [&](const std::vector<double>& x) { return Eigen::Map<const Eigen::VectorXd>(x.data(), n); };
+    if (!step.decay.empty()) return vec(step.keys[0]) * vec(step.values[0]).transpose();
+    Eigen::MatrixXd B = Eigen::MatrixXd::Zero(n, n);
+    for (std::size_t j = 0; j < step.keys.size(); ++j) {
+        Eigen::MatrixXd after = Eigen::MatrixXd::Identity(n, n);
+        for (std::size_t i = j + 1; i < step.keys.size(); ++i)
+            after = (Eigen::MatrixXd::Identity(n, n) - step.betas[i] * vec(step.keys[i]) * vec(step.keys[i]).transpose()) * after;
+        B += after * (step.betas[j] * vec(step.keys[j]) * vec(step.values[j]).transpose());
+    }
+    return B;
+}
+
+TEST(Export, BiasIsTheFlattenedWriteTerm) {
+    for (const char* model : {"deltanet", "deltaproduct:3", "mamba"}) {
+        const Checkpoint c = tiny_checkpoint(model, "-1,1");
+        const std::vector<automata::Letter> word{1, 0, 0, 1};
+        const lrnn::Network net = lrnn::read_network_json(lrnn::write_network_json(export_transitions(c, word, "c.bin")), "c.json");
+        const ModelConfig& m = c.options.model;
+        const std::size_t dh = m.head_dim();
+        Batch batch{1, 4, {1, 0, 0, 1}, {4}, std::vector<std::int32_t>(4, -1)};
+        Workspace<double> ws;
+        std::size_t steps = 0;
+        double worst = 0;
+        recurrence_steps<double>(m, parameter_layout(m), c.params, batch, ws, [&](const RecurrenceStep& step) {
+            const lrnn::Layer& layer = net.layers[export_layer_index(c, step.layer, step.head)];
+            const lrnn::Transition& tr = layer.transitions[layer.input_transition[step.position]];
+            const Eigen::MatrixXd B = expected_bias(step, dh);
+            ASSERT_EQ(tr.bias.size(), dh * dh);
+            for (std::size_t r = 0; r < dh; ++r)
+                for (std::size_t col = 0; col < dh; ++col)
+                    worst = std::max(worst, std::abs(tr.bias[r * dh + col].approx - B(Eigen::Index(r), Eigen::Index(col))));
+            ++steps;
+        });
+        EXPECT_EQ(steps, m.layers * m.heads * word.size());
+        EXPECT_LT(worst, 1e-12) << model;
+    }
 }
 
 TEST(Export, RefusesTheLstmAndBadWords) {
