@@ -70,6 +70,13 @@ lrnn::Network export_transitions(const Checkpoint& checkpoint, const std::vector
     const std::size_t dh = config.head_dim(), T = word.size();
     if (dh * dh > max_export_dimension)
         throw InputError(name, "--export-word", fmt::format("head_dim^2 = {} exceeds the lrnn dimension limit {}", dh * dh, max_export_dimension));
+    const std::size_t heads = config.layers * config.heads * T, F = config.factors;
+    const std::size_t written = heads * (F + 1) * dh * dh, held = heads * (F * dh + 2) * dh * dh;
+    if (written > max_export_numbers || held > max_export_held_numbers)
+        throw InputError(name, "--export-word",
+                         fmt::format("the export would write {} numbers (at most {}) and hold {} in memory (at most {}): "
+                                     "use a shorter word (docs/training.md, Exporting learned transitions)",
+                                     written, max_export_numbers, held, max_export_held_numbers));
     const std::size_t letters = vocab_size(checkpoint.task);
     Batch batch{1, T, {}, {std::int32_t(T)}, std::vector<std::int32_t>(T, -1)};
     for (std::size_t t = 0; t < T; ++t) {

@@ -2,6 +2,7 @@
 // learned eigenvalues for the word, a wrong factor is caught, and the lstm and bad words are refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <vector>
@@ -156,6 +157,28 @@ TEST(Export, RefusesTheLstmAndBadWords) {
     EXPECT_THROW(export_transitions(c, {}, "c.bin"), InputError);
     EXPECT_THROW(export_transitions(c, {0, 2}, "c.bin"), InputError);
     EXPECT_THROW(export_transitions(c, std::vector<automata::Letter>(max_export_positions + 1, 0), "c.bin"), InputError);
+    EXPECT_NO_THROW(export_transitions(c, std::vector<automata::Letter>(max_export_positions, 1), "c.bin"));
+    // The memory bounds, by their formulas (docs/training.md): mamba with head_dim 16 writes
+    // 2 layers x 2 x 256 = 1024 numbers per letter; deltaproduct:3 with head_dim 64 holds
+    // 2 layers x (3 x 64 + 2) x 4096 = 1589248 per letter.
+    auto refusal = [](const Checkpoint& ck, std::size_t letters) -> std::string {
+        try {
+            export_transitions(ck, std::vector<automata::Letter>(letters, 1), "big.bin");
+        } catch (const InputError& e) {
+            return e.what();
+        }
+        return "";
+    };
+    auto resized = [](const char* model, std::size_t d_model) {
+        Checkpoint ck = tiny_checkpoint(model, "-1,1");
+        ck.options.model.d_model = d_model, ck.options.model.heads = 1;
+        const ParameterLayout layout = parameter_layout(ck.options.model);
+        ck.params.resize(layout.total);
+        init_parameters<double>(ck.options.model, layout, 5, ck.params);
+        return ck;
+    };
+    EXPECT_NE(refusal(resized("mamba", 16), 1025).find("write 1049600 numbers"), std::string::npos);
+    EXPECT_NE(refusal(resized("deltaproduct:3", 64), 11).find("hold 17481728"), std::string::npos);
 }
 
 }  // namespace

@@ -14,6 +14,12 @@ namespace statetrack::gpu {
 // Longest exported word and largest head state (head_dim^2 coordinates, lrnn's dimension limit).
 inline constexpr std::size_t max_export_positions = 4096;
 inline constexpr std::size_t max_export_dimension = 65536;
+// Memory bounds. Written: layers * heads * |word| * (F + 1) * head_dim^2 non-zero numbers; the JSON
+// writer builds a DOM, ~2 KB per number (256 letters of a 2-layer d_model 16 deltanet: 2^18
+// numbers, a 19 MB file, 0.5 GB). Held: the Network stores every factor's v densely,
+// layers * heads * |word| * (F * head_dim + 2) * head_dim^2 numbers of ~72 bytes.
+inline constexpr std::size_t max_export_numbers = std::size_t(1) << 20;
+inline constexpr std::size_t max_export_held_numbers = std::size_t(1) << 24;
 
 // One lrnn layer per (layer, head), index layer * heads + head, whose state is the head's matrix
 // state S (row-major, coordinate r * head_dim + c) and H_0 = 0. Input letter "t<i>" (one per
