@@ -38,20 +38,6 @@ bool same_state(const NetworkState<T>& a, const NetworkState<T>& b) {
     return true;
 }
 
-template <class T>
-std::string exact_key(State q, const NetworkState<T>& s) {
-    std::string key = std::to_string(q);
-    for (std::size_t i = 0; i < s.hidden.size(); ++i) {
-        key += '|';
-        key += std::to_string(s.outputs[i]);
-        for (const auto& x : s.hidden[i]) {
-            key += ',';
-            key += lrnn::to_text(x);
-        }
-    }
-    return key;
-}
-
 bool agrees(const Network& net, const Dfa& dfa, State q, std::uint32_t symbol, bool certain) {
     return certain && net.accept[symbol] == bool(dfa.accepting[q]) && net.states[symbol] == std::int64_t(q);
 }
@@ -453,7 +439,7 @@ PrecisionVerdict analyse_as(const Network& net, const Dfa& dfa, const Precision&
     v.name = precision.name();
     v.unit_roundoff = std::ldexp(1.0, -int(precision.bits));
     const PreparedNetwork<T> prepared = lrnn::prepare<T>(net);
-    auto ex = explore<T>(net, prepared, dfa, options.precision_max_pairs, [](State q, const NetworkState<T>& s) { return exact_key(q, s); });
+    auto ex = explore<T>(net, prepared, dfa, options.precision_max_pairs, [](State q, const NetworkState<T>& s) { return lrnn::state_key(q, s); });
     v.states = ex.nodes.size();
     v.closure_complete = ex.complete;
     v.exhaustive_length = ex.exhaustive_length;
@@ -580,7 +566,7 @@ VerifyResult verify(const Network& net, const Dfa& dfa, const VerifyOptions& opt
             if (c.certified) {
                 const PreparedNetwork<lrnn::Rational> prepared = lrnn::prepare<lrnn::Rational>(net);
                 auto ex = explore<lrnn::Rational>(net, prepared, dfa, options.exact_max_pairs,
-                                                  [](State q, const NetworkState<lrnn::Rational>& s) { return exact_key(q, s); });
+                                                  [](State q, const NetworkState<lrnn::Rational>& s) { return lrnn::state_key(q, s); });
                 scale = scale_of(net, ex.nodes);
             }
         } else {
