@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "statetrack/automata/cascade_search.hpp"
 #include "statetrack/automata/error.hpp"
 
 namespace statetrack::automata {
@@ -66,34 +67,21 @@ std::string malformed(const LevelAction& action, std::size_t points) {
     return "unknown action kind";
 }
 
-// Set bits of x. std::popcount is a library call unless the build targets the popcnt
-// instruction; this inline form keeps the numbering loop of next_prefix_level fast either way.
-inline std::uint32_t count_bits(std::uint64_t x) {
-#if defined(__POPCNT__)
-    return std::uint32_t(std::popcount(x));
-#else
-    x = x - ((x >> 1) & 0x5555555555555555ULL);
-    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
-    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
-    return std::uint32_t((x * 0x0101010101010101ULL) >> 56);
-#endif
-}
-
 bool lexicographic_less(std::span<const Point> x, std::span<const Point> y) {
     return std::lexicographical_compare(x.begin(), x.end(), y.begin(), y.end());
 }
 
 // The coordinates of every tuple of a level, flat (tuple u: flat[u*width .. (u+1)*width)), from
 // those of the level above.
-std::vector<Point> extend_coordinates(const std::vector<Point>& above, std::size_t above_width, const PrefixLevel& level) {
-    std::vector<Point> flat(level.size() * (above_width + 1));
+void extend_coordinates(const std::vector<Point>& above, std::size_t above_width, const PrefixLevel& level,
+                        std::vector<Point>& flat) {
+    flat.resize(level.size() * (above_width + 1));
     Point* out = flat.data();
     for (std::size_t u = 0; u < level.size(); ++u) {
         const Point* parent = above.data() + std::size_t(level.parent[u]) * above_width;
         out = std::copy(parent, parent + above_width, out);
         *out++ = level.point[u];
     }
-    return flat;
 }
 
 }  // namespace
@@ -156,6 +144,11 @@ void PrefixActions::push_back(std::span<const Point> above, std::uint32_t list) 
     list_of_.push_back(list);
 }
 
+void PrefixActions::reserve(std::size_t entries, std::size_t width) {
+    keys_.reserve(entries * width);
+    list_of_.reserve(entries);
+}
+
 // ---- the simulator ---------------------------------------------------------------------------
 
 const LevelAction& level_action(const Cascade& cascade, std::size_t level, std::span<const Point> above, Letter letter) {
@@ -197,67 +190,26 @@ PrefixLevel next_prefix_level(const PrefixLevel& above, const std::vector<const 
                               Point start_point, std::size_t points, std::size_t letters, std::size_t limit,
                               const std::string& origin, const std::string& what,
                               const std::unordered_map<const LevelAction*, std::uint32_t>& bad) {
-    // The reachable (tuple above, point) pairs as one bitset row of `points` bits per tuple above:
-    // membership is one bit, and the lexicographic number of a pair is the number of set bits
-    // before it in the rows. No hashing, no sorting. Targets are computed twice (discovery, then
-    // numbering) rather than stored: recomputing is cheaper than the memory traffic.
-    const std::size_t words = (points + 63) / 64;
-    std::vector<std::uint64_t> rows(above.size() * words, 0);
-    auto key = [](std::uint32_t w, Point p) { return (std::uint64_t(w) << 32) | p; };
-    auto test_and_set = [&](std::uint64_t k) {
-        std::uint64_t& word = rows[(k >> 32) * words + (k & 0xffffffffU) / 64];
-        const std::uint64_t bit = std::uint64_t(1) << (k % 64);
-        const bool was = word & bit;
-        word |= bit;
-        return was;
-    };
-    constexpr std::uint64_t bad_step = std::uint64_t(1) << 63;
-    // The pair (tuple above, point) that (w, p) goes to on letter a, or bad_step | the next value.
-    auto target = [&](std::uint32_t w, Point p, const std::vector<LevelAction>* list, Letter a) -> std::uint64_t {
-        const std::uint32_t nw = above.next[std::size_t(w) * letters + a];
-        if (nw & PrefixLevel::bad_tuple) return bad_step | nw;
-        const LevelAction& act = list ? (*list)[a] : identity_action;
-        if (!bad.empty())
-            if (const auto it = bad.find(&act); it != bad.end()) return bad_step | PrefixLevel::bad_tuple | it->second;
-        return key(nw, act.apply(p));
-    };
-    std::vector<std::uint64_t> queue{key(above.start, start_point)};
-    test_and_set(queue[0]);
-    for (std::size_t i = 0; i < queue.size(); ++i) {
-        const auto w = std::uint32_t(queue[i] >> 32);
-        const auto p = Point(queue[i] & 0xffffffffU);
-        for (Letter a = 0; a < letters; ++a) {
-            const std::uint64_t k = target(w, p, lists[w], a);
-            if (k & bad_step || test_and_set(k)) continue;
-            if (queue.size() >= limit) throw LimitError(origin, what, fmt::format("more than {} reachable cascade states", limit));
-            queue.push_back(k);
-        }
-    }
-    // Lexicographic numbers: tuples before the row, plus bits before the point in its row.
-    std::vector<std::uint32_t> before(rows.size() + 1, 0);  // set bits in the words before each word
-    for (std::size_t j = 0; j < rows.size(); ++j) before[j + 1] = before[j] + count_bits(rows[j]);
-    auto number = [&](std::uint64_t k) {
-        const std::size_t word = (k >> 32) * words + (k & 0xffffffffU) / 64;
-        return before[word] + count_bits(rows[word] & ((std::uint64_t(1) << (k % 64)) - 1));
-    };
-    const std::size_t n = queue.size();
-    PrefixLevel level;
-    level.parent.reserve(n);
-    level.point.reserve(n);
-    level.next.resize(n * letters);
-    for (std::size_t w = 0; w < above.size(); ++w)
-        for (std::size_t j = 0; j < words; ++j)
-            for (std::uint64_t x = rows[w * words + j]; x; x &= x - 1) {
-                const auto p = Point(j * 64 + std::size_t(std::countr_zero(x)));
-                std::uint32_t* out = level.next.data() + level.point.size() * letters;
-                level.parent.push_back(std::uint32_t(w));
-                level.point.push_back(p);
-                for (Letter a = 0; a < letters; ++a) {
-                    const std::uint64_t k = target(std::uint32_t(w), p, lists[w], a);
-                    out[a] = k & bad_step ? std::uint32_t(k & 0xffffffffU) : number(k);
-                }
+    // The action lists as rows of codes, each distinct list once.
+    ActionTable table(letters, points);
+    std::unordered_map<const std::vector<LevelAction>*, std::uint32_t> row_of_list;
+    std::vector<std::uint32_t> row_of(above.size(), 0), row(letters);
+    for (std::size_t u = 0; u < above.size(); ++u) {
+        if (!lists[u]) continue;
+        auto [it, fresh] = row_of_list.try_emplace(lists[u], 0);
+        if (fresh) {
+            for (Letter a = 0; a < letters; ++a) {
+                const LevelAction& act = (*lists[u])[a];
+                const auto marked = bad.find(&act);
+                row[a] = marked != bad.end() ? ActionTable::bad_flag | marked->second : table.code(act);
             }
-    level.start = number(queue[0]);
+            it->second = table.add_row(row);
+        }
+        row_of[u] = it->second;
+    }
+    PrefixSearch search;
+    PrefixLevel level;
+    next_prefix_level(above, row_of, table, start_point, limit, origin, what, search, level);
     return level;
 }
 
@@ -285,35 +237,52 @@ CascadeCheck verify_cascade(const Dfa& dfa, const Cascade& cascade, std::size_t 
         if (cascade.start[i] >= cascade.levels[i].points)
             return fail_now({}, fmt::format("level {} holds point {} of {}", i, cascade.start[i], cascade.levels[i].points));
 
-    // Malformed actions are found once here; the search reports the shortest word that uses one.
-    std::unordered_map<const LevelAction*, std::uint32_t> bad;
-    std::vector<std::string> why_bad;
-    for (std::size_t i = 0; i < levels; ++i)  // each distinct list once, not once per prefix
-        for (const auto& list : cascade.levels[i].actions.lists())
-            for (const auto& act : list)
-                if (auto why = malformed(act, cascade.levels[i].points); !why.empty()) {
-                    bad.emplace(&act, std::uint32_t(why_bad.size()));
-                    why_bad.push_back(fmt::format("level {}: {}", i, why));
-                }
+    // Letters that act alike on the DFA and in every action list move every pair alike, so the
+    // searches read one letter per class (its smallest): the same pairs, the same shortest words.
+    const LetterClasses classes = cascade_letter_classes(dfa, cascade);
+    const std::size_t width = classes.size();
 
-    // The reachable cascade states, level by level; each tuple's action list by merging the sorted
-    // tuples with the sorted listed prefixes.
-    PrefixLevel level = root_prefix_level(letters);
-    std::vector<Point> coords;  // of the tuples of the current level, flat
+    // The reachable cascade states, level by level, on the cascade's own actions: each distinct
+    // list becomes one row of codes (malformed actions are marked, and the pair search reports the
+    // shortest word that uses one); each tuple's list is found by merging the sorted tuples with the
+    // sorted listed prefixes.
+    std::vector<std::string> why_bad;
+    PrefixSearch search;
+    PrefixLevel level = root_prefix_level(width), below;
+    std::vector<Point> coords, coords_below;  // of the tuples of the current level, flat
+    std::vector<std::uint32_t> row_of, row(width);
     for (std::size_t i = 0; i < levels; ++i) {
         const auto& actions = cascade.levels[i].actions;
-        std::vector<const std::vector<LevelAction>*> lists(level.size(), nullptr);
+        const std::size_t points = cascade.levels[i].points;
+        ActionTable table(width, points);
+        for (const auto& list : actions.lists()) {  // row k + 1 is list k
+            for (std::size_t c = 0; c < width; ++c) {
+                if (list.size() != letters) {  // a list no prefix uses (the listed ones were checked above)
+                    row[c] = ActionTable::identity;
+                    continue;
+                }
+                const LevelAction& act = list[classes.representative[c]];
+                if (auto why = malformed(act, points); !why.empty()) {
+                    row[c] = ActionTable::bad_flag | std::uint32_t(std::min<std::size_t>(why_bad.size(), ActionTable::bad_limit - 1));
+                    why_bad.push_back(fmt::format("level {}: {}", i, why));
+                } else {
+                    row[c] = table.code(act);
+                }
+            }
+            table.add_row(row);
+        }
+        row_of.assign(level.size(), 0);
         std::size_t e = 0;
         for (std::size_t u = 0; u < level.size() && e < actions.size(); ++u) {
             const std::span<const Point> prefix(coords.data() + u * i, i);
             while (e < actions.size() && lexicographic_less(actions.key(e), prefix)) ++e;
             if (e < actions.size() && std::equal(prefix.begin(), prefix.end(), actions.key(e).begin()))
-                lists[u] = &actions.entry(e).second;
+                row_of[u] = actions.list_index(e) + 1;
         }
-        PrefixLevel below = next_prefix_level(level, lists, cascade.start[i], cascade.levels[i].points, letters, pair_limit,
-                                              dfa.name, "verify", bad);
-        coords = i == 0 ? std::vector<Point>(below.point) : extend_coordinates(coords, i, below);
-        level = std::move(below);
+        next_prefix_level(level, row_of, table, cascade.start[i], pair_limit, dfa.name, "verify", search, below);
+        extend_coordinates(coords, i, below, coords_below);
+        std::swap(coords, coords_below);
+        std::swap(level, below);
     }
     // What every reachable cascade state decodes to (no_state: not listed), merging again.
     std::vector<State> decoded(level.size(), no_state);
@@ -331,6 +300,7 @@ CascadeCheck verify_cascade(const Dfa& dfa, const Cascade& cascade, std::size_t 
     // state with one DFA state, so the first DFA state met per cascade state is kept flat; any
     // second one goes to a hash set (and is a failure when visited).
     std::vector<State> first_with(level.size(), no_state);
+    const auto& representative = classes.representative;
     std::unordered_set<std::uint64_t> other_pairs;
     std::vector<std::pair<State, std::uint32_t>> pairs;
     std::vector<std::pair<std::uint32_t, Letter>> parent;
@@ -361,8 +331,9 @@ CascadeCheck verify_cascade(const Dfa& dfa, const Cascade& cascade, std::size_t 
         if (decoded[s] != q)
             return fail(index, {}, fmt::format("cascade state ({}) decodes to state {}, the DFA is in state {}", state_text(s),
                                                state_label(dfa, decoded[s]), state_label(dfa, q)));
-        for (Letter a = 0; a < letters; ++a) {
-            const std::uint32_t t = level.next[std::size_t(s) * letters + a];
+        for (std::size_t c = 0; c < width; ++c) {
+            const Letter a = representative[c];
+            const std::uint32_t t = level.next[std::size_t(s) * width + c];
             if (t & PrefixLevel::bad_tuple) return fail(index, a, why_bad[t & ~PrefixLevel::bad_tuple]);
             const State r = dfa.next(q, a);
             bool fresh = false;

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "statetrack/automata/cascade_search.hpp"
 #include "statetrack/automata/error.hpp"
 
 namespace statetrack::automata {
@@ -638,11 +639,12 @@ struct HolonomyBuilder {
     // chain that reaches level d and, per letter, the set Q of the new chain (docs/cascades.md,
     // step 9). Level d's actions depend on the context only, and so does the context of every
     // extension of the prefix by a point of level d: both are computed once per context, not once
-    // per cascade state and letter.
-    using Context = std::vector<SetIndex>;  // P, then Q for every letter
+    // per cascade state and letter. Letters with equal columns in the DFA have equal Q and equal
+    // actions, so a context holds one Q per letter class.
+    using Context = std::vector<SetIndex>;  // P, then Q for every letter class
 
-    LevelAction action(const Context& ctx, std::size_t d, Letter a) {
-        const SetIndex p = ctx[0], q = ctx[1 + a];
+    LevelAction action(const Context& ctx, std::size_t d, std::size_t letter_class, Letter a) {
+        const SetIndex p = ctx[0], q = ctx[1 + letter_class];
         LevelAction act;
         if (on_level(q, d)) {
             const auto& c = cls(q);
@@ -667,19 +669,20 @@ struct HolonomyBuilder {
     }
 
     // The context on level d+1 of the prefix extended by `point` on level d.
-    Context extend(const Context& ctx, std::size_t d, Point point) {
+    Context extend(const Context& ctx, std::size_t d, Point point, const LetterClasses& classes) {
         Context out(ctx.size());
         const SetIndex p = ctx[0];
         out[0] = on_level(p, d) ? real_tile(p, point - cls(p).first_point) : p;
-        for (Letter a = 0; a < L; ++a) {
-            const SetIndex q = ctx[1 + a];
+        for (std::size_t k = 0; k < classes.size(); ++k) {
+            const SetIndex q = ctx[1 + k];
             if (!on_level(q, d)) {
-                out[1 + a] = q;
+                out[1 + k] = q;
                 continue;
             }
+            const Letter a = classes.representative[k];
             const SetIndex image = sk.image[std::size_t(p) * L + a];
             const Point tile = image == q ? tile_permutation(p, a)[point - cls(q).first_point] : constant_tile(image, q);
-            out[1 + a] = real_tile(q, tile);
+            out[1 + k] = real_tile(q, tile);
         }
         return out;
     }
@@ -711,8 +714,10 @@ Cascade holonomy_cascade(const Dfa& dfa, const Skeleton& sk, std::size_t state_l
     cascade.start = builder.encode(dfa.start);
 
     // Level by level: the reachable prefixes (tuples) of each level, the context of each, the
-    // actions of each context, then the next level's tuples from those actions.
-    const std::size_t L = sk.num_letters, levels = sk.levels;
+    // actions of each context, then the next level's tuples from those actions. The searches run
+    // on one letter per class of equal DFA columns; the listed action lists have every letter.
+    const LetterClasses classes = dfa_letter_classes(dfa);
+    const std::size_t L = sk.num_letters, width = classes.size(), levels = sk.levels;
     std::unordered_map<HolonomyBuilder::Context, std::uint32_t, ContextHash> context_index;
     std::vector<HolonomyBuilder::Context> contexts;
     auto intern = [&](HolonomyBuilder::Context&& ctx) {
@@ -720,51 +725,70 @@ Cascade holonomy_cascade(const Dfa& dfa, const Skeleton& sk, std::size_t state_l
         if (fresh) contexts.push_back(std::move(ctx));
         return it->second;
     };
-    std::vector<std::uint32_t> context_of{intern(HolonomyBuilder::Context(L + 1, sk.top))};
-    PrefixLevel level = root_prefix_level(L);
-    std::vector<Point> coords;  // of the current level's tuples, flat
-    constexpr std::uint32_t unlisted = static_cast<std::uint32_t>(-1);
+    std::vector<std::uint32_t> context_of{intern(HolonomyBuilder::Context(width + 1, sk.top))}, context_below;
+    PrefixSearch search;
+    PrefixLevel level = root_prefix_level(width), below;
+    std::vector<Point> coords, coords_below;  // of the current level's tuples, flat
+    constexpr std::uint32_t unset = static_cast<std::uint32_t>(-1), unlisted = unset - 1;
+    std::vector<std::uint32_t> list_of_context, row_of_context, row_of;
+    std::vector<std::uint32_t> codes(width);
+    std::vector<LevelAction> acts(width);
+    PrefixActions::List list(L);
+    KeyIndex extended;  // (context, point) -> context of the extended prefix
     for (std::size_t d = 0; d < levels; ++d) {
         PrefixActions& actions = cascade.levels[d].actions;
-        std::unordered_map<std::uint32_t, std::uint32_t> list_of_context;  // unlisted: identity for every letter
-        std::vector<const std::vector<LevelAction>*> lists(level.size(), nullptr);
-        PrefixActions::List list(L);
+        ActionTable table(width, sk.level_points[d]);
+        // The list of each distinct context (unlisted: identity for every letter), once.
+        list_of_context.assign(contexts.size(), unset);
+        row_of_context.assign(contexts.size(), 0);
+        row_of.resize(level.size());
+        std::size_t listed = 0;
         for (std::size_t u = 0; u < level.size(); ++u) {
-            auto [it, fresh] = list_of_context.try_emplace(context_of[u], unlisted);
-            if (fresh) {
+            const std::uint32_t ctx = context_of[u];
+            if (list_of_context[ctx] == unset) {
                 bool moves = false;
-                for (Letter a = 0; a < L; ++a) {
-                    list[a] = builder.action(contexts[context_of[u]], d, a);
-                    moves = moves || list[a].kind != LevelAction::Kind::identity;
+                for (std::size_t k = 0; k < width; ++k) {
+                    acts[k] = builder.action(contexts[ctx], d, k, classes.representative[k]);
+                    moves = moves || acts[k].kind != LevelAction::Kind::identity;
                 }
-                if (moves) it->second = actions.add_list(list);
+                list_of_context[ctx] = unlisted;
+                if (moves) {
+                    for (std::size_t k = 0; k < width; ++k) codes[k] = table.code(acts[k]);
+                    row_of_context[ctx] = table.add_row(codes);
+                    for (Letter a = 0; a < L; ++a) list[a] = acts[classes.class_of[a]];
+                    list_of_context[ctx] = actions.add_list(list);
+                }
             }
-            if (it->second == unlisted) continue;
-            actions.push_back(std::span<const Point>(coords.data() + u * d, d), it->second);
-            lists[u] = &actions.lists()[it->second];
+            row_of[u] = row_of_context[ctx];
+            listed += list_of_context[ctx] != unlisted;
         }
-        PrefixLevel below = next_prefix_level(level, lists, cascade.start[d], sk.level_points[d], L, state_limit, dfa.name, "cascade");
+        actions.reserve(listed, d);
+        for (std::size_t u = 0; u < level.size(); ++u)
+            if (const std::uint32_t l = list_of_context[context_of[u]]; l != unlisted)
+                actions.push_back(std::span<const Point>(coords.data() + u * d, d), l);
+
+        next_prefix_level(level, row_of, table, cascade.start[d], state_limit, dfa.name, "cascade", search, below);
         // Contexts of the new tuples, once per (context, point).
-        std::unordered_map<std::uint64_t, std::uint32_t> extended;
-        std::vector<std::uint32_t> context_below(below.size());
+        extended.clear();
+        context_below.resize(below.size());
         for (std::size_t v = 0; v < below.size(); ++v) {
             const std::uint32_t ctx = context_of[below.parent[v]];
             const std::uint64_t key = (std::uint64_t(ctx) << 32) | below.point[v];
-            auto it = extended.find(key);
-            if (it == extended.end()) {
-                auto child = builder.extend(contexts[ctx], d, below.point[v]);  // may grow `contexts`
-                it = extended.emplace(key, intern(std::move(child))).first;
+            std::uint32_t child = extended.find(key);
+            if (child == KeyIndex::absent) {
+                child = intern(builder.extend(contexts[ctx], d, below.point[v], classes));  // may grow `contexts`
+                extended.insert(key, child);
             }
-            context_below[v] = it->second;
+            context_below[v] = child;
         }
-        std::vector<Point> coords_below(below.size() * (d + 1));
+        coords_below.resize(below.size() * (d + 1));
         for (std::size_t v = 0; v < below.size(); ++v) {
             std::copy_n(coords.data() + std::size_t(below.parent[v]) * d, d, coords_below.data() + v * (d + 1));
             coords_below[v * (d + 1) + d] = below.point[v];
         }
-        coords = std::move(coords_below);
-        context_of = std::move(context_below);
-        level = std::move(below);
+        std::swap(coords, coords_below);
+        std::swap(context_of, context_below);
+        std::swap(level, below);
     }
     // A full tuple's old chain ends at the singleton of the DFA state it stands for.
     for (std::size_t s = 0; s < level.size(); ++s) {

@@ -95,6 +95,8 @@ public:
     // increasing lexicographic order (std::logic_error otherwise).
     std::uint32_t add_list(const List& list);
     void push_back(std::span<const Point> above, std::uint32_t list);
+    // Room for `entries` prefixes of length `width` (before a run of push_back).
+    void reserve(std::size_t entries, std::size_t width);
     // The distinct lists (some possibly unused after edits) and the list index of entry i.
     const std::deque<List>& lists() const { return lists_; }
     std::uint32_t list_index(std::size_t i) const { return list_of_[i]; }

@@ -1,0 +1,201 @@
+#include "statetrack/automata/cascade_search.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <stdexcept>
+
+#include "statetrack/automata/error.hpp"
+
+namespace statetrack::automata {
+
+namespace {
+
+// Set bits of x. std::popcount is a library call unless the build targets the popcnt
+// instruction; this inline form keeps the numbering loop fast either way.
+inline std::uint32_t count_bits(std::uint64_t x) {
+#if defined(__POPCNT__)
+    return std::uint32_t(std::popcount(x));
+#else
+    x = x - ((x >> 1) & 0x5555555555555555ULL);
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+    return std::uint32_t((x * 0x0101010101010101ULL) >> 56);
+#endif
+}
+
+std::uint64_t mix(std::uint64_t h) {  // murmur3's finaliser
+    h = (h ^ (h >> 33)) * 0xff51afd7ed558ccdULL;
+    h = (h ^ (h >> 33)) * 0xc4ceb9fe1a85ec53ULL;
+    return h ^ (h >> 33);
+}
+
+}  // namespace
+
+// ---- letter classes ------------------------------------------------------------------------
+
+LetterClasses dfa_letter_classes(const Dfa& dfa) {
+    const std::size_t n = dfa.num_states();
+    return letter_classes(dfa.num_letters(), [&](Letter a, Letter b) {
+        for (State q = 0; q < n; ++q)
+            if (dfa.next(q, a) != dfa.next(q, b)) return false;
+        return true;
+    });
+}
+
+LetterClasses cascade_letter_classes(const Dfa& dfa, const Cascade& cascade) {
+    const std::size_t letters = dfa.num_letters();
+    const LetterClasses by_dfa = dfa_letter_classes(dfa);
+    // A hash of each letter's actions over every list first: letters that differ almost always
+    // differ there, so the exact comparison runs about once per letter.
+    std::vector<std::uint64_t> signature(letters, 0);
+    for (const auto& level : cascade.levels)
+        for (const auto& list : level.actions.lists())
+            for (Letter a = 0; a < letters && a < list.size(); ++a) {
+                std::uint64_t h = mix(signature[a] + std::uint64_t(list[a].kind) + 0x9e3779b97f4a7c15ULL);
+                for (Point p : list[a].map) h = mix(h + p);
+                signature[a] = h;
+            }
+    return letter_classes(letters, [&](Letter a, Letter b) {
+        if (by_dfa.class_of[a] != by_dfa.class_of[b] || signature[a] != signature[b]) return false;
+        for (const auto& level : cascade.levels)
+            for (const auto& list : level.actions.lists())
+                if (std::max(a, b) >= list.size() || !(list[a] == list[b])) return false;
+        return true;
+    });
+}
+
+// ---- action tables ---------------------------------------------------------------------------
+
+std::uint32_t ActionTable::code(const LevelAction& action) {
+    switch (action.kind) {
+        case LevelAction::Kind::identity:
+            return identity;
+        case LevelAction::Kind::constant:
+            if (action.map.size() != 1 || action.map[0] >= points) break;
+            return constant_flag | action.map[0];
+        case LevelAction::Kind::permutation: {
+            if (action.map.size() != points || maps.size() + points >= constant_flag) break;
+            for (Point p : action.map)
+                if (p >= points) throw std::logic_error("ActionTable::code: a permutation image outside the level");
+            const auto offset = std::uint32_t(maps.size());
+            maps.insert(maps.end(), action.map.begin(), action.map.end());
+            return offset;
+        }
+    }
+    throw std::logic_error("ActionTable::code: a malformed action");
+}
+
+std::uint32_t ActionTable::add_row(std::span<const std::uint32_t> row) {
+    if (row.size() != letters) throw std::logic_error("ActionTable::add_row: one code per letter");
+    codes.insert(codes.end(), row.begin(), row.end());
+    return std::uint32_t(rows() - 1);
+}
+
+// ---- KeyIndex --------------------------------------------------------------------------------
+
+void KeyIndex::grow() {
+    std::vector<std::uint64_t> keys = std::move(keys_);
+    std::vector<std::uint32_t> values = std::move(values_);
+    const std::size_t slots = std::max<std::size_t>(16, 2 * values.size());
+    keys_.assign(slots, 0);
+    values_.assign(slots, absent);
+    mask_ = slots - 1;
+    for (std::size_t s = 0; s < values.size(); ++s) {
+        if (values[s] == absent) continue;
+        std::size_t t = slot(keys[s]);
+        while (values_[t] != absent) t = (t + 1) & mask_;
+        keys_[t] = keys[s];
+        values_[t] = values[s];
+    }
+}
+
+// ---- the level-by-level search -------------------------------------------------------------------
+
+void next_prefix_level(const PrefixLevel& above, std::span<const std::uint32_t> row_of, const ActionTable& table,
+                       Point start_point, std::size_t limit, const std::string& origin, const std::string& what,
+                       PrefixSearch& search, PrefixLevel& out) {
+    // The reachable (tuple above, point) pairs as one bitset row of `points` bits per tuple above:
+    // membership is one bit, and the lexicographic number of a pair is the number of set bits
+    // before it in the rows. Targets are computed twice (discovery in breadth-first order, then
+    // numbering in tuple order, which reads the level above sequentially) rather than stored.
+    const std::size_t letters = table.letters, words = (table.points + 63) / 64, n_above = above.size();
+    const std::uint32_t* const codes = table.codes.data();
+    const std::uint32_t* const above_next = above.next.data();
+    const std::uint32_t* const rows_of = row_of.data();
+    auto& rows = search.rows;
+    auto& queue = search.queue;
+    rows.assign(n_above * words, 0);
+    queue.clear();
+    limit = std::min<std::size_t>(limit, PrefixLevel::bad_tuple - 1);
+
+    auto claim = [&](std::uint32_t w, Point p) {  // true when (w, p) is new
+        std::uint64_t& word = rows[std::size_t(w) * words + p / 64];
+        const std::uint64_t bit = std::uint64_t(1) << (p % 64);
+        if (word & bit) return false;
+        word |= bit;
+        return true;
+    };
+    if (start_point >= table.points) throw std::logic_error("next_prefix_level: start point outside the level");
+    claim(above.start, start_point);
+    queue.push_back((std::uint64_t(above.start) << 32) | start_point);
+    for (std::size_t i = 0; i < queue.size(); ++i) {
+        const auto w = std::uint32_t(queue[i] >> 32);
+        const auto p = Point(queue[i]);
+        const std::uint32_t* next = above_next + std::size_t(w) * letters;
+        const std::uint32_t* row = codes + std::size_t(rows_of[w]) * letters;
+        for (std::size_t a = 0; a < letters; ++a) {
+            const std::uint32_t nw = next[a], code = row[a];
+            if ((nw & PrefixLevel::bad_tuple) || ActionTable::is_bad(code)) continue;
+            const Point np = table.apply(code, p);
+            if (!claim(nw, np)) continue;
+            if (queue.size() >= limit) throw LimitError(origin, what, fmt::format("more than {} reachable cascade states", limit));
+            queue.push_back((std::uint64_t(nw) << 32) | np);
+        }
+    }
+
+    // Numbers: the pairs of the tuples before, plus the bits before the point in its row.
+    auto& before = search.before;
+    before.resize(n_above + 1);
+    before[0] = 0;
+    for (std::size_t w = 0; w < n_above; ++w) {
+        std::uint32_t c = 0;
+        for (std::size_t j = 0; j < words; ++j) c += count_bits(rows[w * words + j]);
+        before[w + 1] = before[w] + c;
+    }
+    auto number = [&](std::uint32_t w, Point p) {
+        const std::uint64_t* r = rows.data() + std::size_t(w) * words;
+        std::uint32_t k = before[w];
+        for (std::size_t j = 0; j < p / 64; ++j) k += count_bits(r[j]);
+        return k + count_bits(r[p / 64] & ((std::uint64_t(1) << (p % 64)) - 1));
+    };
+    const std::size_t n = queue.size();
+    out.parent.resize(n);
+    out.point.resize(n);
+    out.next.resize(n * letters);
+    std::uint32_t* out_next = out.next.data();
+    std::size_t index = 0;
+    for (std::size_t w = 0; w < n_above; ++w) {
+        if (before[w + 1] == before[w]) continue;
+        const std::uint32_t* next = above_next + w * letters;
+        const std::uint32_t* row = codes + std::size_t(rows_of[w]) * letters;
+        for (std::size_t j = 0; j < words; ++j)
+            for (std::uint64_t x = rows[w * words + j]; x; x &= x - 1) {
+                const auto p = Point(j * 64 + std::size_t(std::countr_zero(x)));
+                out.parent[index] = std::uint32_t(w);
+                out.point[index] = p;
+                for (std::size_t a = 0; a < letters; ++a) {
+                    const std::uint32_t nw = next[a], code = row[a];
+                    out_next[a] = (nw & PrefixLevel::bad_tuple)   ? nw
+                                  : ActionTable::is_bad(code) ? PrefixLevel::bad_tuple | (code & ActionTable::bad_limit)
+                                                                  : number(nw, table.apply(code, p));
+                }
+                out_next += letters;
+                ++index;
+            }
+    }
+    out.start = number(above.start, start_point);
+}
+
+}  // namespace statetrack::automata
