@@ -118,70 +118,88 @@ void next_prefix_level(const PrefixLevel& above, std::span<const std::uint32_t> 
                        PrefixSearch& search, PrefixLevel& out) {
     // The reachable (tuple above, point) pairs as one bitset row of `points` bits per tuple above:
     // membership is one bit, and the lexicographic number of a pair is the number of set bits
-    // before it in the rows. Targets are computed twice (discovery in breadth-first order, then
-    // numbering in tuple order, which reads the level above sequentially) rather than stored.
+    // before it in the rows. Each tuple's slot holds its reached bits, then as many words of bits
+    // reached but not yet expanded (after the search: the pairs of the tuples before it), so that
+    // the words a step touches share a cache line.
     const std::size_t letters = table.letters, words = (table.points + 63) / 64, n_above = above.size();
+    const std::size_t stride = 2 * words;
     const std::uint32_t* const codes = table.codes.data();
     const std::uint32_t* const above_next = above.next.data();
     const std::uint32_t* const rows_of = row_of.data();
-    auto& rows = search.rows;
-    auto& queue = search.queue;
-    rows.assign(n_above * words, 0);
-    queue.clear();
-    limit = std::min<std::size_t>(limit, PrefixLevel::bad_tuple - 1);
-
-    auto claim = [&](std::uint32_t w, Point p) {  // true when (w, p) is new
-        std::uint64_t& word = rows[std::size_t(w) * words + p / 64];
-        const std::uint64_t bit = std::uint64_t(1) << (p % 64);
-        if (word & bit) return false;
-        word |= bit;
-        return true;
-    };
     if (start_point >= table.points) throw std::logic_error("next_prefix_level: start point outside the level");
-    claim(above.start, start_point);
-    queue.push_back((std::uint64_t(above.start) << 32) | start_point);
-    for (std::size_t i = 0; i < queue.size(); ++i) {
-        const auto w = std::uint32_t(queue[i] >> 32);
-        const auto p = Point(queue[i]);
-        const std::uint32_t* next = above_next + std::size_t(w) * letters;
-        const std::uint32_t* row = codes + std::size_t(rows_of[w]) * letters;
-        for (std::size_t a = 0; a < letters; ++a) {
-            const std::uint32_t nw = next[a], code = row[a];
-            if ((nw & PrefixLevel::bad_tuple) || ActionTable::is_bad(code)) continue;
-            const Point np = table.apply(code, p);
-            if (!claim(nw, np)) continue;
-            if (queue.size() >= limit) throw LimitError(origin, what, fmt::format("more than {} reachable cascade states", limit));
-            queue.push_back((std::uint64_t(nw) << 32) | np);
-        }
+    limit = std::min<std::size_t>(limit, PrefixLevel::bad_tuple - 1);
+    auto& slots = search.rows;
+    auto& pending = search.queue;  // tuples above with pairs to expand, one bit each
+    slots.assign(n_above * stride, 0);
+    pending.assign((n_above + 63) / 64, 0);
+
+    // Discovery in sweeps over the tuples above in increasing order rather than breadth-first:
+    // the level above is then read nearly sequentially. A pair found for a tuple not yet passed is
+    // expanded in the same sweep; one found behind the sweep waits for the next.
+    std::size_t found = 0;
+    auto reach = [&](std::uint32_t w, Point p, std::size_t sweep_word) {
+        std::uint64_t* slot = slots.data() + std::size_t(w) * stride;
+        const std::uint64_t bit = std::uint64_t(1) << (p % 64);
+        if (slot[p / 64] & bit) return false;
+        slot[p / 64] |= bit;
+        slot[words + p / 64] |= bit;
+        pending[w / 64] |= std::uint64_t(1) << (w % 64);
+        ++found;
+        return w / 64 < sweep_word;
+    };
+    reach(above.start, start_point, 0);
+    bool again = true;
+    while (again) {
+        again = false;
+        for (std::size_t j = 0; j < pending.size(); ++j)
+            for (std::uint64_t x; (x = pending[j]) != 0;) {
+                pending[j] = x & (x - 1);
+                const auto w = std::uint32_t(j * 64 + std::size_t(std::countr_zero(x)));
+                const std::uint32_t* next = above_next + std::size_t(w) * letters;
+                const std::uint32_t* row = codes + std::size_t(rows_of[w]) * letters;
+                std::uint64_t* fresh = slots.data() + std::size_t(w) * stride + words;
+                for (std::size_t k = 0; k < words; ++k) {
+                    const std::uint64_t bits = fresh[k];
+                    fresh[k] = 0;
+                    for (std::uint64_t y = bits; y; y &= y - 1) {
+                        const auto p = Point(k * 64 + std::size_t(std::countr_zero(y)));
+                        for (std::size_t a = 0; a < letters; ++a) {
+                            const std::uint32_t nw = next[a], code = row[a];
+                            if ((nw & PrefixLevel::bad_tuple) || ActionTable::is_bad(code)) continue;
+                            again |= reach(nw, table.apply(code, p), j);
+                        }
+                    }
+                }
+                if (found > limit) throw LimitError(origin, what, fmt::format("more than {} reachable cascade states", limit));
+            }
     }
 
-    // Numbers: the pairs of the tuples before, plus the bits before the point in its row.
-    auto& before = search.before;
-    before.resize(n_above + 1);
-    before[0] = 0;
+    // Numbers: the pairs of the tuples before (kept in the slot's second half, now empty), plus
+    // the bits before the point in its row.
+    std::uint32_t total = 0;
     for (std::size_t w = 0; w < n_above; ++w) {
-        std::uint32_t c = 0;
-        for (std::size_t j = 0; j < words; ++j) c += count_bits(rows[w * words + j]);
-        before[w + 1] = before[w] + c;
+        std::uint64_t* slot = slots.data() + w * stride;
+        slot[words] = total;
+        for (std::size_t j = 0; j < words; ++j) total += count_bits(slot[j]);
     }
     auto number = [&](std::uint32_t w, Point p) {
-        const std::uint64_t* r = rows.data() + std::size_t(w) * words;
-        std::uint32_t k = before[w];
-        for (std::size_t j = 0; j < p / 64; ++j) k += count_bits(r[j]);
-        return k + count_bits(r[p / 64] & ((std::uint64_t(1) << (p % 64)) - 1));
+        const std::uint64_t* slot = slots.data() + std::size_t(w) * stride;
+        auto k = std::uint32_t(slot[words]);
+        for (std::size_t j = 0; j < p / 64; ++j) k += count_bits(slot[j]);
+        return k + count_bits(slot[p / 64] & ((std::uint64_t(1) << (p % 64)) - 1));
     };
-    const std::size_t n = queue.size();
+    const std::size_t n = total;
     out.parent.resize(n);
     out.point.resize(n);
     out.next.resize(n * letters);
     std::uint32_t* out_next = out.next.data();
     std::size_t index = 0;
     for (std::size_t w = 0; w < n_above; ++w) {
-        if (before[w + 1] == before[w]) continue;
+        const std::uint64_t* slot = slots.data() + w * stride;
         const std::uint32_t* next = above_next + w * letters;
         const std::uint32_t* row = codes + std::size_t(rows_of[w]) * letters;
         for (std::size_t j = 0; j < words; ++j)
-            for (std::uint64_t x = rows[w * words + j]; x; x &= x - 1) {
+            for (std::uint64_t x = slot[j]; x; x &= x - 1) {
                 const auto p = Point(j * 64 + std::size_t(std::countr_zero(x)));
                 out.parent[index] = std::uint32_t(w);
                 out.point[index] = p;

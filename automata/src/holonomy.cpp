@@ -375,6 +375,7 @@ Skeleton holonomy_skeleton(const Dfa& dfa, std::size_t orbit_limit) {
     SetTable table(sk.bits, W);
 
     // 1. The image orbit of the base set, then every singleton (images of singletons are singletons).
+    const LetterClasses classes = dfa_letter_classes(dfa);
     std::vector<std::uint64_t> scratch(W);
     auto clear = [&] { std::fill(scratch.begin(), scratch.end(), 0); };
     auto add_bit = [&](State q) { scratch[q / 64] |= std::uint64_t(1) << (q % 64); };
@@ -394,6 +395,11 @@ Skeleton holonomy_skeleton(const Dfa& dfa, std::size_t orbit_limit) {
             if (i == table.count()) break;
         }
         for (Letter a = 0; a < L; ++a) {
+            // A letter with the column of an earlier one has its image (found already).
+            if (const Letter r = classes.representative[classes.class_of[a]]; r != a) {
+                sk.image.push_back(sk.image[std::size_t(i) * L + r]);
+                continue;
+            }
             clear();
             for_each_bit(sk.bits.data() + std::size_t(i) * W, W, [&](State q) { add_bit(dfa.next(q, a)); });
             const SetIndex j = table.insert(scratch.data()).first;
@@ -499,7 +505,7 @@ Skeleton holonomy_skeleton(const Dfa& dfa, std::size_t orbit_limit) {
         for (std::size_t j = 0; j < c.tiles.size(); ++j) tile_pos[c.tiles[j]] = std::int32_t(j);
         std::set<Perm> gens;
         for (SetIndex m : c.members)
-            for (Letter a = 0; a < L; ++a) {
+            for (Letter a : classes.representative) {  // equal columns give equal round trips
                 const SetIndex t = sk.image[std::size_t(m) * L + a];
                 if (sk.class_of[t] != sk.class_of[rep]) continue;
                 for (std::size_t k = 0; k < rep_elems.size(); ++k) to_rep[sk.from_rep[t][k]] = rep_elems[k];
