@@ -19,7 +19,7 @@ int main() {
             fmt::print("  letter {}: {} factor(s)\n", dfa.alphabet[a], t.factors.size());
             for (const auto& f : t.factors) {
                 std::vector<std::string> v;
-                for (const auto& x : f.v) v.push_back(lrnn::to_string(x));
+                for (const auto& x : lrnn::dense_vector(f.v)) v.push_back(lrnn::to_string(x));
                 fmt::print("    I - {} v v^T / v.v, v = ({})\n", lrnn::to_string(f.beta), fmt::join(v, ", "));
             }
         }

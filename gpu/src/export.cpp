@@ -43,7 +43,7 @@ lrnn::Transition step_transition(const RecurrenceStep& step, std::size_t dh) {
                 for (std::size_t c = 0; c < dh; ++c) {
                     std::vector<lrnn::Number> v(dh * dh, lrnn::integer(0));
                     for (std::size_t r = 0; r < dh; ++r) v[r * dh + c] = number(k[r]);
-                    tr.factors.push_back({std::move(v), number(beta * kk)});
+                    tr.factors.push_back({lrnn::sparse_vector(v), number(beta * kk)});
                 }
             // The write term, composed with the factors after it: B <- (I - beta k k^T) B + beta k v^T.
             for (std::size_t c = 0; c < dh; ++c) {

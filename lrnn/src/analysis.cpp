@@ -12,8 +12,8 @@ Eigen::MatrixXd transition_matrix(const Transition& t, std::size_t dim) {
     const auto n = Eigen::Index(dim);
     Eigen::MatrixXd a = Eigen::MatrixXd::Identity(n, n);
     for (const auto& f : t.factors) {
-        Eigen::VectorXd v(n);
-        for (Eigen::Index i = 0; i < n; ++i) v[i] = f.v[std::size_t(i)].approx;
+        Eigen::VectorXd v = Eigen::VectorXd::Zero(n);
+        for (const auto& [i, x] : f.v.entries) v[Eigen::Index(i)] = x.approx;
         const Eigen::MatrixXd g = Eigen::MatrixXd::Identity(n, n) - (f.beta.approx / v.squaredNorm()) * v * v.transpose();
         a = g * a;
     }
@@ -56,7 +56,7 @@ NetworkSummary summarize(const Network& net) {
                 s.betas.insert(to_string(f.beta));
                 s.min_eigenvalue = std::min(s.min_eigenvalue, 1 - f.beta.approx);
                 s.max_eigenvalue = std::max(s.max_eigenvalue, 1 - f.beta.approx);
-                for (const auto& x : f.v) s.exact = s.exact && x.is_exact();
+                for (const auto& [i, x] : f.v.entries) s.exact = s.exact && x.is_exact();
             }
             for (const auto& d : t.diagonal) {
                 s.has_diagonal = true;

@@ -10,6 +10,7 @@
 #include "statetrack/automata/error.hpp"
 #include "statetrack/lrnn/integer_eval.hpp"
 #include "statetrack/lrnn/scalars.hpp"
+#include "statetrack/lrnn/state_set.hpp"
 
 namespace statetrack::lrnn {
 
@@ -34,8 +35,11 @@ bool is_rational(const Network& net) {
         if (!all(layer.h0)) return false;
         for (const auto& t : layer.transitions) {
             if (!all(t.diagonal) || !all(t.bias)) return false;
-            for (const auto& f : t.factors)
-                if (!all(f.v) || !f.beta.is_exact()) return false;
+            for (const auto& f : t.factors) {
+                if (!f.beta.is_exact()) return false;
+                for (const auto& e : f.v.entries)
+                    if (!e.value.is_exact()) return false;
+            }
         }
         for (const auto& a : layer.readout.anchors)
             if (!all(a)) return false;
@@ -63,6 +67,24 @@ template std::string state_key<BFloat16>(State, const NetworkState<BFloat16>&);
 template std::string state_key<Rational>(State, const NetworkState<Rational>&);
 template std::string state_key<MpfrFloat>(State, const NetworkState<MpfrFloat>&);
 template std::string state_key<MpfiFloat>(State, const NetworkState<MpfiFloat>&);
+
+std::vector<Letter> closure_letters(const Network& net, const Dfa& dfa) {
+    std::vector<Letter> letters;
+    for (Letter a = 0; a < dfa.num_letters(); ++a) {
+        bool repeats = false;
+        for (Letter b : letters) {
+            if (net.token_class.empty() || net.token_class[a] != net.token_class[b]) continue;
+            bool same = true;
+            for (State q = 0; q < dfa.num_states() && same; ++q) same = dfa.next(q, a) == dfa.next(q, b);
+            if (same) {
+                repeats = true;
+                break;
+            }
+        }
+        if (!repeats) letters.push_back(a);
+    }
+    return letters;
+}
 
 namespace {
 
@@ -212,51 +234,23 @@ std::string certified_message(std::size_t pairs) {
     return fmt::format("all {} reachable (DFA state, network state) pairs agree: correct for every length", pairs);
 }
 
-// The closure of exact_closure over packed integer states: nodes are stored flat as
-// [DFA state, packed network state] and deduplicated by open addressing. Throws IntegerOverflow.
+// The closure of exact_closure over packed integer states: nodes [DFA state, packed network
+// state] in a SparseStateSet (one-hot layers: O(layers) memory per pair). Throws IntegerOverflow.
 ClosureResult integer_closure(const IntegerNetwork& p, const Network& net, const Dfa& dfa, const ClosureOptions& options) {
     const std::size_t stride = 1 + p.state_size();
-    std::vector<std::int32_t> nodes;
+    const std::vector<Letter> letters = closure_letters(net, dfa);
+    SparseStateSet<std::int32_t> nodes(stride);
     std::vector<std::pair<std::size_t, Letter>> parent;
-    constexpr std::uint32_t empty = std::numeric_limits<std::uint32_t>::max();
-    std::vector<std::uint32_t> table(1024, empty);
-    auto hash = [&](const std::int32_t* key) {
-        std::uint64_t h = 0x9e3779b97f4a7c15ull, g = 0xc2b2ae3d27d4eb4full;  // two lanes: half the dependency chain
-        std::size_t k = 0;
-        for (; k + 1 < stride; k += 2) {
-            h = (h ^ std::uint32_t(key[k])) * 0xff51afd7ed558ccdull;
-            g = (g ^ std::uint32_t(key[k + 1])) * 0xc4ceb9fe1a85ec53ull;
-        }
-        if (k < stride) h = (h ^ std::uint32_t(key[k])) * 0xff51afd7ed558ccdull;
-        h ^= g + (h >> 31);
-        return h ^ (h >> 29);
-    };
-    auto node = [&](std::size_t i) { return nodes.data() + i * stride; };
-    // Index of the node equal to key, or where to insert it.
-    auto find = [&](const std::int32_t* key) {
-        std::size_t slot = hash(key) & (table.size() - 1);
-        while (table[slot] != empty && !std::equal(key, key + stride, node(table[slot]))) slot = (slot + 1) & (table.size() - 1);
-        return slot;
-    };
-    auto insert = [&](const std::int32_t* key, std::size_t slot) {
-        nodes.insert(nodes.end(), key, key + stride);
-        table[slot] = std::uint32_t(nodes.size() / stride - 1);
-        if (2 * (nodes.size() / stride) > table.size()) {  // keep the load below one half
-            std::vector<std::uint32_t> old(table.size() * 2, empty);
-            old.swap(table);
-            for (std::uint32_t i : old)
-                if (i != empty) table[find(node(i))] = i;
-        }
-    };
-    std::vector<std::int32_t> start(stride), next(stride);
-    start[0] = std::int32_t(dfa.start);
-    std::copy(p.initial.begin(), p.initial.end(), start.begin() + 1);
-    insert(start.data(), find(start.data()));
+    std::vector<std::int32_t> current(stride), next(stride);
+    current[0] = std::int32_t(dfa.start);
+    std::copy(p.initial.begin(), p.initial.end(), current.begin() + 1);
+    nodes.insert(current.data());
     parent.emplace_back(0, 0);
     ClosureResult result;
     for (std::size_t i = 0; i < parent.size(); ++i) {
-        for (Letter a = 0; a < dfa.num_letters(); ++a) {
-            std::copy(node(i), node(i) + stride, next.begin());
+        nodes.get(std::uint32_t(i), current.data());
+        for (Letter a : letters) {
+            std::copy(current.begin(), current.end(), next.begin());
             const auto symbol = step_integer(p, std::span<std::int32_t>(next).subspan(1), a);
             if (!symbol) throw IntegerOverflow{};
             const State q = dfa.next(State(next[0]), a);
@@ -271,15 +265,13 @@ ClosureResult integer_closure(const IntegerNetwork& p, const Network& net, const
                 result.message = "a reachable pair reads out a different answer than the DFA";
                 return result;
             }
-            const std::size_t slot = find(next.data());
-            if (table[slot] != empty) continue;
             if (parent.size() >= options.max_pairs) {
+                if (!nodes.insert(next.data()).second) continue;
                 result.pairs = parent.size();
                 result.message = fmt::format("stopped at the limit of {} pairs", options.max_pairs);
                 return result;
             }
-            insert(next.data(), slot);
-            parent.emplace_back(i, a);
+            if (nodes.insert(next.data()).second) parent.emplace_back(i, a);
         }
     }
     result.complete = result.certified = true;
@@ -313,8 +305,9 @@ ClosureResult exact_closure(const Network& net, const Dfa& dfa, const ClosureOpt
     nodes.emplace_back(dfa.start, initial_state(prepared));
     parent.emplace_back(0, 0);
     index.emplace(state_key(dfa.start, nodes[0].second), 0);
+    const std::vector<Letter> letters = closure_letters(net, dfa);
     for (std::size_t i = 0; i < nodes.size(); ++i) {
-        for (Letter a = 0; a < dfa.num_letters(); ++a) {
+        for (Letter a : letters) {
             NetworkState<Rational> s = nodes[i].second;
             const std::uint32_t symbol = step(prepared, s, a);
             const State q = dfa.next(nodes[i].first, a);

@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "numeric.hpp"
 #include "statetrack/automata/decompose.hpp"
@@ -93,9 +94,8 @@ Transition permutation_transition(const std::vector<std::uint32_t>& perm) {
         for (std::size_t c = perm[c0]; c != c0; c = perm[c]) {
             done[c] = true;
             GhFactor f;
-            f.v.assign(perm.size(), integer(0));
-            f.v[c0] = integer(1);
-            f.v[c] = integer(-1);
+            f.v.dim = perm.size();
+            f.v.entries = {{std::uint32_t(std::min(c0, c)), integer(c0 < c ? 1 : -1)}, {std::uint32_t(std::max(c0, c)), integer(c0 < c ? -1 : 1)}};
             f.beta = integer(2);
             t.factors.push_back(std::move(f));
         }
@@ -106,7 +106,8 @@ Transition permutation_transition(const std::vector<std::uint32_t>& perm) {
 Transition reset_transition(std::size_t dim, std::size_t target, ResetEncoding reset) {
     Transition t;
     if (reset == ResetEncoding::projections) {
-        for (std::size_t i = 0; i < dim; ++i) t.factors.push_back(GhFactor{unit(dim, i), integer(1)});
+        t.factors.reserve(dim);
+        for (std::size_t i = 0; i < dim; ++i) t.factors.push_back(GhFactor{unit_vector(dim, i), integer(1)});
     } else {
         t.diagonal.assign(dim, integer(0));
     }
@@ -146,7 +147,7 @@ GhFactor reflection_across(long long numerator, long long denominator) {
     auto [c, s] = cos_sin_pi(numerator, denominator);
     if (s.is_exact()) s = detail::from_rational(-detail::exact_value(s));
     else s.approx = -s.approx, s.high = s.high[0] == '-' ? s.high.substr(1) : "-" + s.high;
-    return GhFactor{{s, c}, integer(2)};
+    return GhFactor{sparse_vector({s, c}), integer(2)};
 }
 
 Layer single_layer(std::size_t dim, std::size_t tokens) {
@@ -200,7 +201,7 @@ Network compile_parity(const Dfa& dfa, const std::vector<State>& states, const s
     Layer layer = single_layer(1, dfa.num_letters());
     layer.h0 = {integer(1)};
     Transition keep, flip;
-    flip.factors.push_back(GhFactor{{integer(1)}, integer(2)});  // A = 1 - 2 = -1
+    flip.factors.push_back(GhFactor{unit_vector(1, 0), integer(2)});  // A = 1 - 2 = -1
     layer.transitions = {keep, flip};
     for (Letter a = 0; a < dfa.num_letters(); ++a) layer.input_transition.push_back(perms[a][0] == 0 ? 0 : 1);
     layer.readout.kind = Readout::Kind::nearest;
@@ -224,7 +225,7 @@ Network compile_rotation(const Dfa& dfa, const CyclicStructure& cyc, Wiring wiri
         if (k != 0) {
             // (I - 2 v1 v1^T)(I - 2 v2 v2^T), v2 = (0, 1) first: x-axis mirror, then the mirror
             // across the line at angle pi k / m: a rotation by 2 pi k / m.
-            t.factors.push_back(GhFactor{{integer(0), integer(1)}, integer(2)});
+            t.factors.push_back(GhFactor{unit_vector(2, 1), integer(2)});
             t.factors.push_back(reflection_across(k, m));
         }
         layer.input_transition.push_back(table.add(layer, std::move(t), std::to_string(k)));
@@ -252,7 +253,7 @@ Network compile_theorem6(const Dfa& dfa, const CyclicStructure& cyc, Wiring wiri
     Layer counter = single_layer(1, tokens);
     counter.h0 = {integer(0)};
     Transition t;
-    t.factors.push_back(GhFactor{{integer(1)}, integer(2)});
+    t.factors.push_back(GhFactor{unit_vector(1, 0), integer(2)});
     t.bias = {integer(1)};
     counter.transitions = {t};
     counter.input_transition.assign(tokens, 0);
@@ -294,16 +295,61 @@ using automata::Cascade;
 using automata::Coordinates;
 using automata::Point;
 
+// Equal actions give equal transitions: the key is the kind and the raw map (no formatting).
 std::string action_key(const automata::LevelAction& action) {
-    return fmt::format("{}:{}", int(action.kind), fmt::join(action.map, ","));
+    std::string key(1, char(action.kind));
+    key.append(reinterpret_cast<const char*>(action.map.data()), action.map.size() * sizeof(automata::Point));
+    return key;
+}
+
+// The token classes of a cascade network: letters with the same column in the DFA's table, kept
+// only when the cascade gives them the same action at every listed prefix of every level too
+// (holonomy depends on the letter's map only, so it does). Empty when every letter is its own class.
+struct TokenClasses {
+    std::vector<std::uint32_t> of;          // per letter (empty: none)
+    std::vector<Letter> representative;     // per class: its first letter
+};
+
+TokenClasses token_classes(const Dfa& dfa, const Cascade& c) {
+    TokenClasses tc;
+    const std::size_t tokens = dfa.num_letters();
+    std::vector<std::uint32_t> of(tokens);
+    for (Letter a = 0; a < tokens; ++a) {
+        of[a] = std::uint32_t(tc.representative.size());
+        for (std::uint32_t k = 0; k < tc.representative.size(); ++k) {
+            const Letter b = tc.representative[k];
+            bool same = true;
+            for (State q = 0; q < dfa.num_states() && same; ++q) same = dfa.next(q, a) == dfa.next(q, b);
+            if (same) {
+                of[a] = k;
+                break;
+            }
+        }
+        if (of[a] == tc.representative.size()) tc.representative.push_back(a);
+    }
+    std::unordered_set<const std::vector<automata::LevelAction>*> checked;  // equal lists are stored once
+    for (const auto& level : c.levels)
+        for (const auto& [above, acts] : level.actions) {
+            if (!checked.insert(&acts).second) continue;
+            for (Letter a = 0; a < tokens; ++a)
+                if (!(acts[a] == acts[tc.representative[of[a]]])) {
+                    tc.representative.resize(tokens);
+                    for (Letter b = 0; b < tokens; ++b) tc.representative[b] = b;
+                    return tc;
+                }
+        }
+    if (tc.representative.size() < tokens) tc.of = std::move(of);
+    return tc;
 }
 
 // The reachable tuples of coordinates of levels 0..i (prefixes of reachable cascade states), in
 // lexicographic order, each as (index of its parent tuple of levels 0..i-1, point of level i).
-// `next[p * tokens + a]` is the tuple that p becomes on letter a (under the wiring's semantics).
+// `next[p * classes + k]` is the tuple that p becomes on token class k (under the wiring's semantics).
+// Tuples with one parent are consecutive: children[u] .. children[u + 1] - 1 are parent u's.
 struct PrefixLevel {
     std::vector<Coordinates> tuples;
     std::vector<std::uint32_t> parent;
+    std::vector<std::uint32_t> children;
     std::unordered_map<std::uint64_t, std::uint32_t> index;  // (parent << 32 | point) -> tuple
     std::vector<std::uint32_t> next;
     std::uint32_t find(std::uint32_t parent_tuple, automata::Point point) const {
@@ -327,11 +373,12 @@ Point apply(const std::vector<automata::LevelAction>* acts, Letter a, Point p) {
 // shift: level i reads the levels above before their update (the cascade's semantics); literal:
 // after it, as a stacked layer without the shift would.
 PrefixLevel reachable_prefixes(const Cascade& c, std::size_t i, const PrefixLevel& above,
-                               const std::vector<const std::vector<automata::LevelAction>*>& acts, std::size_t tokens, bool shift,
+                               const std::vector<const std::vector<automata::LevelAction>*>& acts, const TokenClasses& tc, bool shift,
                                const std::string& origin) {
-    auto successor = [&](std::uint32_t parent, Point point, Letter a) {
-        const std::uint32_t moved = above.next[parent * tokens + a];
-        return std::pair{moved, apply(acts[shift ? parent : moved], a, point)};
+    const std::size_t classes = tc.representative.size();
+    auto successor = [&](std::uint32_t parent, Point point, std::size_t k) {
+        const std::uint32_t moved = above.next[parent * classes + k];
+        return std::pair{moved, apply(acts[shift ? parent : moved], tc.representative[k], point)};
     };
     const Coordinates start_above(c.start.begin(), c.start.begin() + long(i));
     std::uint32_t root = 0;
@@ -341,8 +388,8 @@ PrefixLevel reachable_prefixes(const Cascade& c, std::size_t i, const PrefixLeve
     while (!queue.empty()) {
         const auto [parent, point] = queue.front();
         queue.pop_front();
-        for (Letter a = 0; a < tokens; ++a) {
-            const auto next = successor(parent, point, a);
+        for (std::size_t k = 0; k < classes; ++k) {
+            const auto next = successor(parent, point, k);
             if (seen.insert(next).second) {
                 if (seen.size() > automata::default_cascade_state_limit)
                     throw LimitError(origin, "cascade", "more reachable cascade states than the limit");
@@ -351,18 +398,21 @@ PrefixLevel reachable_prefixes(const Cascade& c, std::size_t i, const PrefixLeve
         }
     }
     PrefixLevel level;  // std::set's order is (parent, point): lexicographic, as parents are
+    level.children.assign(above.tuples.size() + 1, 0);
     for (const auto& [parent, point] : seen) {
         level.index.emplace(std::uint64_t(parent) << 32 | point, std::uint32_t(level.tuples.size()));
         Coordinates t = i == 0 ? Coordinates{} : above.tuples[parent];
         t.push_back(point);
         level.tuples.push_back(std::move(t));
         level.parent.push_back(parent);
+        ++level.children[parent + 1];
     }
-    level.next.resize(level.tuples.size() * tokens);
+    for (std::size_t u = 0; u < above.tuples.size(); ++u) level.children[u + 1] += level.children[u];
+    level.next.resize(level.tuples.size() * classes);
     for (std::size_t p = 0; p < level.tuples.size(); ++p)
-        for (Letter a = 0; a < tokens; ++a) {
-            const auto [parent, point] = successor(level.parent[p], level.tuples[p].back(), a);
-            level.next[p * tokens + a] = level.find(parent, point);
+        for (std::size_t k = 0; k < classes; ++k) {
+            const auto [parent, point] = successor(level.parent[p], level.tuples[p].back(), k);
+            level.next[p * classes + k] = level.find(parent, point);
         }
     return level;
 }
@@ -373,51 +423,65 @@ PrefixLevel reachable_prefixes(const Cascade& c, std::size_t i, const PrefixLeve
 // is exactly the "before the update" view the cascade semantics requires.
 Network compile_cascade(const Dfa& dfa, const Cascade& c, const CompileOptions& options) {
     Network net = base_network(dfa, "cascade", options.wiring);
-    const std::size_t levels = c.levels.size(), tokens = dfa.num_letters();
+    const std::size_t levels = c.levels.size();
+    const TokenClasses tc = token_classes(dfa, c);
+    net.token_class = tc.of;
+    const std::size_t classes = tc.representative.size();
     const bool shift = options.wiring == Wiring::shift;
     const std::string origin = dfa.name.empty() ? "<dfa>" : dfa.name;
     // The level above level 0: one empty tuple that every letter keeps.
     PrefixLevel above;
     above.tuples = {Coordinates{}};
     above.parent = {0};
-    above.next.assign(tokens, 0);
+    above.next.assign(classes, 0);
+    static const automata::LevelAction identity;
     for (std::size_t i = 0; i < levels; ++i) {
         const auto acts = level_actions(c, i, above);
-        PrefixLevel level = reachable_prefixes(c, i, above, acts, tokens, shift, origin);
+        PrefixLevel level = reachable_prefixes(c, i, above, acts, tc, shift, origin);
         const std::size_t dim = std::max<std::size_t>(c.levels[i].points, 1);
-        Layer layer = single_layer(dim, above.tuples.size() * tokens);
+        Layer layer = single_layer(dim, above.tuples.size() * classes);
         layer.h0 = unit(dim, c.start[i]);
         TransitionTable table;
+        std::unordered_map<const automata::LevelAction*, std::uint32_t> known;  // equal lists are stored once: most lookups hit here
         layer.readout.kind = Readout::Kind::argmax;
         for (std::size_t j = 0; j < dim; ++j) layer.readout.labels.push_back(std::uint32_t(j));
         layer.readout.num_labels = dim;
         layer.readout.num_outputs = level.tuples.size();
-        layer.readout.outputs.assign(dim * layer.num_inputs, 0);
+        layer.input_transition.reserve(layer.num_inputs);
+        layer.readout.output_start.reserve(layer.num_inputs + 1);
+        layer.readout.output_start.push_back(0);
         for (std::size_t u = 0; u < above.tuples.size(); ++u)
-            for (Letter a = 0; a < tokens; ++a) {
-                const std::size_t input = u * tokens + a;
-                static const automata::LevelAction identity;
-                const automata::LevelAction& action = acts[u] ? (*acts[u])[a] : identity;
-                const std::string key = action_key(action);
-                const auto known = table.index.find(key);  // build each distinct transition once (large resets)
-                Transition t;
-                if (known != table.index.end()) {
-                } else if (action.kind == automata::LevelAction::Kind::permutation) {
-                    std::vector<std::uint32_t> perm(action.map.begin(), action.map.end());
-                    perm.resize(dim);
-                    for (std::size_t j = action.map.size(); j < dim; ++j) perm[j] = std::uint32_t(j);
-                    t = permutation_transition(perm);
-                } else if (action.kind == automata::LevelAction::Kind::constant) {
-                    t = reset_transition(dim, action.map[0], options.reset);
+            for (std::size_t k = 0; k < classes; ++k) {
+                const std::size_t input = u * classes + k;
+                const automata::LevelAction& action = acts[u] ? (*acts[u])[tc.representative[k]] : identity;
+                auto hit = known.find(&action);
+                if (hit == known.end()) {
+                    const std::string key = action_key(action);
+                    auto existing = table.index.find(key);  // build each distinct transition once (large resets)
+                    std::uint32_t t = 0;
+                    if (existing != table.index.end()) {
+                        t = existing->second;
+                    } else if (action.kind == automata::LevelAction::Kind::permutation) {
+                        std::vector<std::uint32_t> perm(action.map.begin(), action.map.end());
+                        perm.resize(dim);
+                        for (std::size_t j = action.map.size(); j < dim; ++j) perm[j] = std::uint32_t(j);
+                        t = table.add(layer, permutation_transition(perm), key);
+                    } else if (action.kind == automata::LevelAction::Kind::constant) {
+                        t = table.add(layer, reset_transition(dim, action.map[0], options.reset), key);
+                    } else {
+                        t = table.add(layer, Transition{}, key);
+                    }
+                    hit = known.emplace(&action, t).first;
                 }
-                layer.input_transition.push_back(known != table.index.end() ? known->second : table.add(layer, std::move(t), key));
+                layer.input_transition.push_back(hit->second);
                 // The levels above after this step: shift reads them before the update and
-                // advances them here; literal reads them after the update already.
+                // advances them here; literal reads them after the update already. The output
+                // for own coordinate j is the tuple (levels above, j), for every j that occurs.
                 const std::uint32_t parent = shift ? above.next[input] : std::uint32_t(u);
-                for (std::size_t j = 0; j < dim; ++j) {
-                    const std::uint32_t tuple = level.find(parent, automata::Point(j));
-                    layer.readout.outputs[j * layer.num_inputs + input] = tuple == PrefixLevel::no_tuple ? 0 : tuple;
-                }
+                if (parent != PrefixLevel::no_tuple)
+                    for (std::uint32_t t = level.children[parent]; t < level.children[parent + 1]; ++t)
+                        layer.readout.outputs.push_back({std::uint32_t(level.tuples[t].back()), t});
+                layer.readout.output_start.push_back(std::uint32_t(layer.readout.outputs.size()));
             }
         const Coordinates start(c.start.begin(), c.start.begin() + long(i) + 1);
         layer.initial_output = std::uint32_t(std::lower_bound(level.tuples.begin(), level.tuples.end(), start) - level.tuples.begin());

@@ -4,6 +4,9 @@
 // ScalarTraits<T>: conversion from a Number, and the comparisons a readout needs (certain or not).
 #include <fmt/format.h>
 
+#include <numeric>
+#include <optional>
+
 #include "numeric.hpp"
 #include "statetrack/automata/error.hpp"
 #include "statetrack/lrnn/scalars.hpp"
@@ -13,20 +16,45 @@ namespace statetrack::lrnn::detail {
 template <class T>
 struct ScalarTraits;  // from_number, coefficient, less (a < b for sure), text
 
+// An exact integer of at most 9 digits (the entries of every compiled network), else nullopt.
+inline std::optional<long long> small_integer(const std::string& exact) {
+    if (exact.empty() || exact.size() > 10 || exact.find('/') != std::string::npos) return std::nullopt;
+    return std::stoll(exact);
+}
+
 // beta / v.v as a Number: exact when every input is, else at high precision.
 inline Number factor_coefficient(const GhFactor& f) {
     bool exact = f.beta.is_exact();
-    for (const auto& x : f.v) exact = exact && x.is_exact();
+    for (const auto& [i, x] : f.v.entries) exact = exact && x.is_exact();
     if (exact) {
-        Rational dot = 0;
-        for (const auto& x : f.v)
-            if (!x.is_zero()) dot += exact_value(x) * exact_value(x);
-        return from_rational(exact_value(f.beta) / dot);
+        // Small integer entries and beta = p/q small (projections, reflections): in machine integers.
+        long long dot = 0;
+        bool small = true;
+        for (const auto& [i, x] : f.v.entries) {
+            const auto value = small_integer(x.exact);
+            small = small && value && *value > -46341 && *value < 46341;  // squares below 2^31
+            if (!small) break;
+            dot += *value * *value;
+        }
+        const auto slash = f.beta.exact.find('/');
+        const auto p = small_integer(f.beta.exact.substr(0, slash));
+        const auto q = slash == std::string::npos ? std::optional<long long>(1) : small_integer(f.beta.exact.substr(slash + 1));
+        if (small && p && q && *q > 0 && *q < (1LL << 31) && dot > 0 && dot < (1LL << 31) && *q * dot < (1LL << 53)) {
+            long long num = *p, den = *q * dot;
+            const long long g = std::gcd(num < 0 ? -num : num, den);
+            num /= g, den /= g;
+            if (den == 1) return integer(num);
+            // Both below 2^53: the division is the correctly rounded nearest double.
+            return Number{fmt::format("{}/{}", num, den), double(num) / double(den), {}};
+        }
+        Rational d = 0;
+        for (const auto& [i, x] : f.v.entries) d += exact_value(x) * exact_value(x);
+        return from_rational(exact_value(f.beta) / d);
     }
     mpfr_t dot, y, c;
     mpfr_inits2(high_bits, dot, y, c, static_cast<mpfr_ptr>(nullptr));
     mpfr_set_zero(dot, 1);
-    for (const auto& x : f.v) {
+    for (const auto& [i, x] : f.v.entries) {
         set_value(y, x);
         mpfr_sqr(y, y, MPFR_RNDN);
         mpfr_add(dot, dot, y, MPFR_RNDN);
@@ -49,18 +77,26 @@ PreparedNetwork<T> prepare(const Network& network) {
     using Tr = detail::ScalarTraits<T>;
     PreparedNetwork<T> p;
     p.network = &network;
+    p.classes = num_token_classes(network);
     for (const auto& layer : network.layers) {
         PreparedLayer<T> pl;
         for (const auto& x : layer.h0) pl.h0.push_back(Tr::from_number(x));
         for (const auto& t : layer.transitions) {
             PreparedTransition<T> pt;
+            std::size_t entries = 0;
+            for (const auto& f : t.factors) entries += f.v.entries.size();
+            pt.support.reserve(entries);
+            pt.v.reserve(entries);
+            pt.factors.reserve(t.factors.size());
             for (const auto& f : t.factors) {
                 PreparedFactor<T> pf;
-                for (std::size_t i = 0; i < f.v.size(); ++i)
-                    if (!detail::is_zero_number(f.v[i])) {
-                        pf.support.push_back(std::uint32_t(i));
-                        pf.v.push_back(Tr::from_number(f.v[i]));
+                pf.begin = std::uint32_t(pt.support.size());
+                for (const auto& [i, x] : f.v.entries)
+                    if (!detail::is_zero_number(x)) {
+                        pt.support.push_back(i);
+                        pt.v.push_back(Tr::from_number(x));
                     }
+                pf.end = std::uint32_t(pt.support.size());
                 pf.coefficient = Tr::coefficient(f);
                 pt.factors.push_back(std::move(pf));
             }
@@ -125,21 +161,20 @@ std::uint32_t read_label(const PreparedNetwork<T>& prepared, std::size_t layer, 
 template <class T>
 std::uint32_t step(const PreparedNetwork<T>& prepared, NetworkState<T>& state, automata::Letter token) {
     const Network& net = *prepared.network;
-    const std::size_t tokens = net.alphabet.size();
     const bool shift = net.wiring == Wiring::shift;
     std::uint32_t upstream_before = 0, upstream_after = 0;
     for (std::size_t i = 0; i < prepared.layers.size(); ++i) {
         const Layer& layer = net.layers[i];
-        const std::size_t input = i == 0 ? token : (shift ? upstream_before : upstream_after) * tokens + token;
+        const std::size_t input = input_letter(net, prepared.classes, i, shift ? upstream_before : upstream_after, token);
         const PreparedTransition<T>& t = prepared.layers[i].transitions[layer.input_transition[input]];
         std::vector<T>& h = state.hidden[i];
         for (const auto& f : t.factors) {
             T dot = T(0);
-            for (std::size_t k = 0; k < f.support.size(); ++k) dot = T(dot + T(f.v[k] * h[f.support[k]]));
+            for (std::uint32_t k = f.begin; k < f.end; ++k) dot = T(dot + T(t.v[k] * h[t.support[k]]));
             const T scale = T(f.coefficient * dot);
-            for (std::size_t k = 0; k < f.support.size(); ++k) {
-                T& x = h[f.support[k]];
-                x = T(x - T(scale * f.v[k]));
+            for (std::uint32_t k = f.begin; k < f.end; ++k) {
+                T& x = h[t.support[k]];
+                x = T(x - T(scale * t.v[k]));
             }
         }
         if (!t.diagonal.empty())
@@ -151,8 +186,7 @@ std::uint32_t step(const PreparedNetwork<T>& prepared, NetworkState<T>& state, a
         bool certain = true;
         const std::uint32_t label = read_label(prepared, i, h, certain);
         state.certain = state.certain && certain;
-        const Readout& r = layer.readout;
-        const std::uint32_t out = r.outputs.empty() ? label : r.outputs[label * layer.num_inputs + input];
+        const std::uint32_t out = output_symbol(layer.readout, label, input);
         upstream_before = state.outputs[i];
         state.outputs[i] = out;
         upstream_after = out;

@@ -90,7 +90,7 @@ struct ScalarTraits<MpfiFloat> {
     // Computed in interval arithmetic from the entries, so the coefficient encloses beta / v.v.
     static MpfiFloat coefficient(const GhFactor& f) {
         MpfiFloat dot(0);
-        for (const auto& x : f.v) {
+        for (const auto& [i, x] : f.v.entries) {
             const MpfiFloat y = from_number(x);
             dot = dot + y * y;
         }

@@ -1,6 +1,7 @@
 // The integer fast path (integer_eval.hpp): exact evaluation of integer networks without GMP.
 #include "statetrack/lrnn/integer_eval.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace statetrack::lrnn {
@@ -21,11 +22,11 @@ std::optional<std::int64_t> as_integer(const Number& x, std::int64_t guard = int
 // beta / v.v as an integer, if it is one.
 std::optional<std::int64_t> integer_coefficient(const GhFactor& f, IntegerFactor& out) {
     std::int64_t dot = 0;
-    for (std::size_t i = 0; i < f.v.size(); ++i) {
-        const auto x = as_integer(f.v[i], v_guard);
+    for (const auto& [i, value] : f.v.entries) {
+        const auto x = as_integer(value, v_guard);
         if (!x) return std::nullopt;
         if (*x == 0) continue;
-        out.support.push_back(std::uint32_t(i));
+        out.support.push_back(i);
         out.v.push_back(*x);
         dot += *x * *x;
     }
@@ -49,6 +50,7 @@ std::optional<IntegerNetwork> prepare_integer(const Network& network) {
     if (network.layers.empty()) return std::nullopt;
     IntegerNetwork p;
     p.network = &network;
+    p.classes = num_token_classes(network);
     for (const auto& layer : network.layers) p.initial.push_back(std::int32_t(layer.initial_output));
     for (const auto& layer : network.layers) {
         IntegerLayer il;
@@ -102,13 +104,12 @@ std::optional<IntegerNetwork> prepare_integer(const Network& network) {
 
 std::optional<std::uint32_t> step_integer(const IntegerNetwork& p, std::span<std::int32_t> state, automata::Letter token) {
     const Network& net = *p.network;
-    const std::size_t tokens = net.alphabet.size();
     const bool shift = net.wiring == Wiring::shift;
     std::uint32_t upstream_before = 0, upstream_after = 0;
     for (std::size_t i = 0; i < p.layers.size(); ++i) {
         const Layer& layer = net.layers[i];
         const IntegerLayer& il = p.layers[i];
-        const std::size_t input = i == 0 ? token : (shift ? upstream_before : upstream_after) * tokens + token;
+        const std::size_t input = input_letter(net, p.classes, i, shift ? upstream_before : upstream_after, token);
         const IntegerTransition& t = il.transitions[layer.input_transition[input]];
         std::int32_t* h = state.data() + il.offset;
         for (const auto& f : t.factors) {
@@ -139,8 +140,10 @@ std::optional<std::uint32_t> step_integer(const IntegerNetwork& p, std::span<std
         const Readout& r = layer.readout;
         std::size_t best = 0;
         if (r.kind == Readout::Kind::argmax) {
-            for (std::size_t k = 1; k < layer.dim; ++k)
-                if (h[best] < h[k]) best = k;
+            // The first largest coordinate: the maximum first (a loop that vectorizes), then its place.
+            std::int32_t top = h[0];
+            for (std::size_t k = 1; k < layer.dim; ++k) top = std::max(top, h[k]);
+            while (h[best] != top) ++best;
         } else {
             std::int64_t best_distance = 0;
             for (std::size_t a = 0; a < il.anchors.size(); ++a) {
@@ -153,7 +156,7 @@ std::optional<std::uint32_t> step_integer(const IntegerNetwork& p, std::span<std
             }
         }
         const std::uint32_t label = r.labels[best];
-        const std::uint32_t out = r.outputs.empty() ? label : r.outputs[label * layer.num_inputs + input];
+        const std::uint32_t out = output_symbol(r, label, input);
         upstream_before = std::uint32_t(state[i]);
         state[i] = std::int32_t(out);
         upstream_after = out;

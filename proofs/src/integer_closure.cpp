@@ -11,6 +11,7 @@
 
 #include "statetrack/automata/dfa.hpp"
 #include "statetrack/lrnn/check.hpp"
+#include "statetrack/lrnn/state_set.hpp"
 
 namespace statetrack::proofs {
 
@@ -103,7 +104,7 @@ struct IntTransition {
     std::vector<std::int64_t> diagonal;
     std::vector<std::pair<std::uint32_t, std::int64_t>> bias;
     std::vector<double> mirror_turns;  // angle layers: per factor, the angle of v in units of pi
-    std::vector<const std::vector<Number>*> mirror_vectors;
+    std::vector<std::vector<Number>> mirror_vectors;  // angle layers: per factor, v (2-D)
     std::vector<std::int64_t> mirrors; // ... as k of k pi / N
 };
 struct IntLayer {
@@ -142,11 +143,12 @@ std::optional<IntLayer> integer_layer(const lrnn::Layer& layer) {
         IntTransition it;
         for (const auto& f : t.factors) {
             IntFactor g;
-            std::vector<std::int64_t> v;
-            if (!integers(f.v, v)) return std::nullopt;
             std::int64_t dot = 0;
-            for (std::size_t i = 0; i < v.size(); ++i)
-                if (v[i] != 0) g.support.push_back(std::uint32_t(i)), g.v.push_back(v[i]), dot += v[i] * v[i];
+            for (const auto& [i, x] : f.v.entries) {
+                const auto value = as_integer(x);
+                if (!value) return std::nullopt;
+                if (*value != 0) g.support.push_back(i), g.v.push_back(*value), dot += *value * *value;
+            }
             // beta / v.v must be an integer: beta = p/q exactly, p / (q dot) integral.
             if (!f.beta.is_exact() || dot == 0) return std::nullopt;
             const auto slash = f.beta.exact.find('/');
@@ -189,8 +191,8 @@ std::optional<IntLayer> angle_layer(const lrnn::Layer& layer) {
         IntTransition it;
         for (const auto& f : t.factors) {
             if (f.beta.exact != "2") return std::nullopt;
-            it.mirror_turns.push_back(polar(f.v).first);
-            it.mirror_vectors.push_back(&f.v);
+            it.mirror_vectors.push_back(lrnn::dense_vector(f.v));
+            it.mirror_turns.push_back(polar(it.mirror_vectors.back()).first);
         }
         for (const auto& d : t.diagonal)
             if (d.exact != "1") return std::nullopt;
@@ -250,70 +252,26 @@ Compiled compile(const Network& net) {
         l.h0 = {k_of(l.h0_turns[0], l.source->h0)};
         for (std::size_t a = 0; a < l.anchor_turns.size(); ++a) l.anchors.push_back({k_of(l.anchor_turns[a], l.source->readout.anchors[a])});
         for (auto& t : l.transitions)
-            for (std::size_t f = 0; f < t.mirror_turns.size(); ++f) t.mirrors.push_back(k_of(t.mirror_turns[f], *t.mirror_vectors[f]));
+            for (std::size_t f = 0; f < t.mirror_turns.size(); ++f) t.mirrors.push_back(k_of(t.mirror_turns[f], t.mirror_vectors[f]));
     }
     return c;
 }
 
-// Open-addressing set of nodes stored flat in `arena` (width slots each).
-class NodeSet {
-public:
-    explicit NodeSet(std::size_t width) : width_(width), table_(1024, empty) {}
-    // Index of the node in `arena` at `candidate`, inserting it (it is already at the end of arena).
-    std::pair<std::uint32_t, bool> insert_last(std::vector<std::int64_t>& arena) {
-        const std::uint32_t candidate = std::uint32_t(arena.size() / width_ - 1);
-        if (2 * (count_ + 1) > table_.size()) grow(arena);
-        const std::int64_t* x = arena.data() + std::size_t(candidate) * width_;
-        for (std::size_t h = hash(x) & (table_.size() - 1);; h = (h + 1) & (table_.size() - 1)) {
-            if (table_[h] == empty) {
-                table_[h] = candidate;
-                ++count_;
-                return {candidate, true};
-            }
-            if (std::equal(x, x + width_, arena.data() + std::size_t(table_[h]) * width_)) {
-                arena.resize(arena.size() - width_);
-                return {table_[h], false};
-            }
-        }
-    }
-
-private:
-    static constexpr std::uint32_t empty = std::numeric_limits<std::uint32_t>::max();
-    std::size_t hash(const std::int64_t* x) const {
-        std::uint64_t h = 0x9e3779b97f4a7c15ull;
-        for (std::size_t i = 0; i < width_; ++i) h = (h ^ std::uint64_t(x[i])) * 0xff51afd7ed558ccdull, h ^= h >> 32;
-        return std::size_t(h);
-    }
-    void grow(const std::vector<std::int64_t>& arena) {
-        std::vector<std::uint32_t> old(table_.size() * 2, empty);
-        old.swap(table_);
-        for (std::uint32_t idx : old) {
-            if (idx == empty) continue;
-            for (std::size_t h = hash(arena.data() + std::size_t(idx) * width_) & (table_.size() - 1);; h = (h + 1) & (table_.size() - 1))
-                if (table_[h] == empty) {
-                    table_[h] = idx;
-                    break;
-                }
-        }
-    }
-    std::size_t width_, count_ = 0;
-    std::vector<std::uint32_t> table_;
-};
-
 struct Layout {
     std::vector<std::size_t> offset;  // per layer: first slot of its hidden state; outputs at 1 + layer
+    std::size_t classes = 0;          // lrnn::num_token_classes
 };
 
 // One token on the node at `x` (slots: DFA state, one output per layer, then hidden states),
 // written into `y`. Returns false when a value leaves the guard or a readout ties.
 bool step(const Network& net, const Compiled& c, const Layout& layout, std::int64_t* y, Letter token, bool& tie) {
-    const std::size_t tokens = net.alphabet.size(), layers = c.layers.size();
+    const std::size_t layers = c.layers.size();
     const bool shift = net.wiring == lrnn::Wiring::shift;
     std::int64_t upstream_before = 0, upstream_after = 0;
     for (std::size_t i = 0; i < layers; ++i) {
         const lrnn::Layer& layer = net.layers[i];
         const IntLayer& l = c.layers[i];
-        const std::size_t input = i == 0 ? token : std::size_t(shift ? upstream_before : upstream_after) * tokens + token;
+        const std::size_t input = lrnn::input_letter(net, layout.classes, i, std::uint32_t(shift ? upstream_before : upstream_after), token);
         const IntTransition& t = l.transitions[layer.input_transition[input]];
         std::int64_t* h = y + layout.offset[i];
         std::size_t best = 0;
@@ -341,8 +299,9 @@ bool step(const Network& net, const Compiled& c, const Layout& layout, std::int6
             for (std::size_t k = 0; k < l.width; ++k)
                 if (h[k] > value_guard || h[k] < -value_guard) return false;
             if (layer.readout.kind == lrnn::Readout::Kind::argmax) {
-                for (std::size_t k = 1; k < l.width; ++k)
-                    if (h[best] < h[k]) best = k;
+                std::int64_t top = h[0];  // the first largest: the maximum (vectorizes), then its place
+                for (std::size_t k = 1; k < l.width; ++k) top = std::max(top, h[k]);
+                while (h[best] != top) ++best;
             } else {
                 std::int64_t best_d = std::numeric_limits<std::int64_t>::max();
                 for (std::size_t k = 0; k < l.anchors.size(); ++k) {
@@ -354,7 +313,7 @@ bool step(const Network& net, const Compiled& c, const Layout& layout, std::int6
         }
         tie = tie || tied;
         const std::uint32_t label = layer.readout.labels[best];
-        const std::int64_t out = layer.readout.outputs.empty() ? label : layer.readout.outputs[label * layer.num_inputs + input];
+        const std::int64_t out = lrnn::output_symbol(layer.readout, label, input);
         upstream_before = y[1 + i];
         y[1 + i] = out;
         upstream_after = out;
@@ -379,37 +338,38 @@ IntegerClosure integer_closure(const Network& net, const Dfa& dfa, std::size_t m
     Layout layout;
     std::size_t width = 1 + c.layers.size();
     for (const auto& l : c.layers) layout.offset.push_back(width), width += l.width;
-    std::vector<std::int64_t> arena(width, 0);
-    arena[0] = dfa.start;
+    layout.classes = lrnn::num_token_classes(net);
+    std::vector<std::int64_t> current(width, 0), next(width);
+    current[0] = dfa.start;
     for (std::size_t i = 0; i < c.layers.size(); ++i) {
-        arena[1 + i] = net.layers[i].initial_output;
-        std::copy(c.layers[i].h0.begin(), c.layers[i].h0.end(), arena.begin() + long(layout.offset[i]));
+        current[1 + i] = net.layers[i].initial_output;
+        std::copy(c.layers[i].h0.begin(), c.layers[i].h0.end(), current.begin() + long(layout.offset[i]));
     }
-    NodeSet set(width);
-    set.insert_last(arena);
+    lrnn::SparseStateSet<std::int64_t> nodes(width);  // one-hot layers: O(layers) memory per pair
+    nodes.insert(current.data());
     std::vector<std::pair<std::uint32_t, Letter>> parent{{0, 0}};
-    std::vector<std::int64_t> buffer;
+    const std::vector<Letter> letters = lrnn::closure_letters(net, dfa);
     auto fail = [&](std::size_t node, Letter a) {
         std::vector<Letter> word{a};
         for (std::size_t x = node; x != 0; x = parent[x].first) word.push_back(parent[x].second);
         return std::vector<Letter>(word.rbegin(), word.rend());
     };
-    for (std::size_t i = 0; i < arena.size() / width; ++i) {
-        for (Letter a = 0; a < dfa.num_letters(); ++a) {
-            buffer.assign(arena.begin() + long(i * width), arena.begin() + long((i + 1) * width));
-            arena.insert(arena.end(), buffer.begin(), buffer.end());
-            std::int64_t* y = arena.data() + arena.size() - width;
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+        nodes.get(std::uint32_t(i), current.data());
+        for (Letter a : letters) {
+            next = current;
+            std::int64_t* y = next.data();
             const State q = dfa.next(State(y[0]), a);
             y[0] = q;
             bool tie = false;
             if (!step(net, c, layout, y, a, tie)) {
-                result.pairs = arena.size() / width;
+                result.pairs = nodes.size() + 1;
                 result.message = "a hidden value left the integer guard (2^31)";
                 return result;
             }
             const std::int64_t symbol = y[c.layers.size()];
             if (tie) {
-                result.pairs = arena.size() / width - 1;
+                result.pairs = nodes.size();
                 result.message = fmt::format("no proof: after \"{}\" the ideal state is equidistant from anchors of different labels",
                                              automata::format_word(dfa, fail(i, a)));
                 return result;
@@ -417,13 +377,13 @@ IntegerClosure integer_closure(const Network& net, const Dfa& dfa, std::size_t m
             if (net.accept[std::size_t(symbol)] != bool(dfa.accepting[q]) || net.states[std::size_t(symbol)] != std::int64_t(q)) {
                 result.counterexample = fail(i, a);
                 result.complete = true;
-                result.pairs = arena.size() / width - 1;
+                result.pairs = nodes.size();
                 result.message = "a reachable pair reads out a different answer than the DFA";
                 return result;
             }
-            const auto [index, inserted] = set.insert_last(arena);
+            const auto [index, inserted] = nodes.insert(y);
             if (!inserted) continue;
-            if (arena.size() / width > max_pairs) {
+            if (nodes.size() > max_pairs) {
                 result.pairs = max_pairs;
                 result.message = fmt::format("stopped at the limit of {} pairs", max_pairs);
                 return result;
@@ -431,14 +391,15 @@ IntegerClosure integer_closure(const Network& net, const Dfa& dfa, std::size_t m
             parent.emplace_back(std::uint32_t(i), a);
         }
     }
-    result.pairs = arena.size() / width;
+    result.pairs = nodes.size();
     result.complete = result.certified = true;
     result.message = fmt::format("all {} reachable (DFA state, network state) pairs agree: correct for every length", result.pairs);
     if (keep_states) {
         result.hidden.resize(result.pairs);
-        for (std::size_t i = 0; i < result.pairs; ++i)
+        for (std::size_t i = 0; i < result.pairs; ++i) {
+            nodes.get(std::uint32_t(i), current.data());
             for (std::size_t l = 0; l < c.layers.size(); ++l) {
-                const std::int64_t* h = arena.data() + i * width + layout.offset[l];
+                const std::int64_t* h = current.data() + layout.offset[l];
                 if (c.layers[l].angle) {
                     const double angle = double(h[0]) * M_PI / double(c.n);
                     result.hidden[i].push_back({std::cos(angle), std::sin(angle)});
@@ -446,6 +407,7 @@ IntegerClosure integer_closure(const Network& net, const Dfa& dfa, std::size_t m
                     result.hidden[i].emplace_back(h, h + c.layers[l].width);
                 }
             }
+        }
     }
     return result;
 }

@@ -244,7 +244,7 @@ double step_error_bound(const Network& net, double max_norm, double u) {
             double c = 0;
             for (const auto& f : t.factors) {
                 std::size_t support = 0;
-                for (const auto& x : f.v) support += x.approx != 0;
+                for (const auto& [i, x] : f.v.entries) support += x.approx != 0;
                 c += std::abs(f.beta.approx) * double(2 * support + 6) * R;
             }
             if (!t.diagonal.empty()) c += R;

@@ -37,29 +37,15 @@ TEST(Corpus, EveryZooLanguageCompilesAndAgrees) {
     }
 }
 
-// The 12 piecewise-testable SP.6.1.{6,7,8,9} DFAs (199-613 states) have holonomy cascades of 44k-181k
-// reachable states: their decomposition alone takes minutes (docs/PERFORMANCE.md, issue 3) and
-// their projection resets would need gigabytes of dense factor vectors. They are the only files
-// left out; every other MLRegTest DFA is compiled and certified here.
-bool known_too_large(const std::string& file) {
-    return file.find(".SP.6.1.6.") != std::string::npos || file.find(".SP.6.1.7.") != std::string::npos ||
-           file.find(".SP.6.1.8.") != std::string::npos || file.find(".SP.6.1.9.") != std::string::npos;
-}
-
 TEST(Corpus, EveryMlRegTestDfaCompilesIsCertifiedAndAgrees) {
     std::vector<std::filesystem::path> files;
     for (const auto& e : std::filesystem::directory_iterator(std::string(STATETRACK_TEST_DATA) + "/mlregtest/att"))
         if (e.path().extension() == ".att") files.push_back(e.path());
     std::sort(files.begin(), files.end());
     ASSERT_EQ(files.size(), 1470u);
-    std::size_t checked = 0, left_out = 0;
+    std::size_t checked = 0;
     for (std::size_t i = 0; i < files.size(); ++i) {
-        const std::string name = files[i].filename().string();
-        SCOPED_TRACE(name);
-        if (known_too_large(name)) {
-            ++left_out;
-            continue;
-        }
+        SCOPED_TRACE(files[i].filename().string());
         const automata::Dfa dfa = automata::load_dfa(files[i].string());
         const Network net = compile_dfa(dfa);
         const CompileCheck check = check_against_dfa(net, dfa);
@@ -72,6 +58,5 @@ TEST(Corpus, EveryMlRegTestDfaCompilesIsCertifiedAndAgrees) {
         expect_random_words_agree(net, dfa, 2 * i + 1, 2, length, "fp32");
         ++checked;
     }
-    EXPECT_EQ(left_out, 12u);
-    EXPECT_EQ(checked, 1458u);
+    EXPECT_EQ(checked, 1470u);
 }

@@ -106,8 +106,8 @@ TEST(Evaluate, FactorApplicationMatchesTheDenseMatrix) {
     layer.num_inputs = 1;
     layer.h0 = {rational(1, 2), integer(-1), integer(2)};
     Transition t;
-    t.factors.push_back({{integer(1), integer(2), integer(0)}, rational(3, 2)});
-    t.factors.push_back({{integer(0), integer(1), integer(-1)}, integer(2)});
+    t.factors.push_back({sparse_vector({integer(1), integer(2), integer(0)}), rational(3, 2)});
+    t.factors.push_back({sparse_vector({integer(0), integer(1), integer(-1)}), integer(2)});
     t.diagonal = {rational(1, 2), integer(-1), integer(1)};
     t.bias = {integer(0), rational(1, 3), integer(0)};
     layer.transitions = {t};
@@ -258,8 +258,9 @@ TEST(Check, AFlippedReflectionIsCaught) {
     // Make letter 1 swap the wrong pair in its last reflection.
     auto& t = net.layers[0].transitions[net.layers[0].input_transition[1]];
     ASSERT_FALSE(t.factors.empty());
-    auto& v = t.factors.back().v;
+    auto v = dense_vector(t.factors.back().v);
     std::rotate(v.begin(), v.begin() + 1, v.end());
+    t.factors.back().v = sparse_vector(v);
     const auto closure = exact_closure(net, dfa);
     EXPECT_FALSE(closure.certified);
     ASSERT_TRUE(closure.counterexample.has_value());
@@ -347,7 +348,7 @@ TEST(IntegerEval, AgreesWithRationalStepsAndRefusesNonIntegerNetworks) {
     // Irrational entries, and a coefficient beta / v.v = 1/2, are not integer networks.
     EXPECT_FALSE(prepare_integer(compile_dfa(counter(3), {Construction::rotation})).has_value());
     Network half = compile_dfa(counter(3), {Construction::onehot});
-    half.layers[0].transitions[0].factors.push_back(GhFactor{{integer(1), integer(1), integer(0)}, integer(1)});
+    half.layers[0].transitions[0].factors.push_back(GhFactor{sparse_vector({integer(1), integer(1), integer(0)}), integer(1)});
     EXPECT_FALSE(prepare_integer(half).has_value());
 }
 

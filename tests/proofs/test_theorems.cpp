@@ -88,9 +88,10 @@ TEST(IntegerClosure, TheoremSixIdealModelIsCertifiedAndAWrongMirrorIsCaught) {
     EXPECT_EQ(good.pairs, 10u);  // 2m points of the orbit
     EXPECT_LT(good.recognition_error, 1e-100);
     // Turn one mirror of the adder layer by 90 degrees (v -> its normal): a different reflection.
-    auto& v = net.layers[1].transitions[1].factors[0].v;
+    auto v = lrnn::dense_vector(net.layers[1].transitions[1].factors[0].v);
     std::swap(v[0], v[1]);
     v[0] = lrnn::parse_number(lrnn::to_string(v[0]).front() == '-' ? lrnn::to_string(v[0]).substr(1) : "-" + lrnn::to_string(v[0]), "t", "v");
+    net.layers[1].transitions[1].factors[0].v = lrnn::sparse_vector(v);
     const auto bad = proofs::integer_closure(net, dfa);
     ASSERT_TRUE(bad.applicable) << bad.message;
     EXPECT_FALSE(bad.certified);

@@ -55,7 +55,9 @@ TEST(Verify, FlippedReflectionIsCaughtWithAShortestCounterexample) {
     bool flipped = false;
     for (auto& t : net.layers[0].transitions) {
         for (auto& f : t.factors) {
-            std::rotate(f.v.begin(), f.v.begin() + 1, f.v.end());
+            auto v = lrnn::dense_vector(f.v);
+            std::rotate(v.begin(), v.begin() + 1, v.end());
+            f.v = lrnn::sparse_vector(v);
             flipped = true;
             break;
         }

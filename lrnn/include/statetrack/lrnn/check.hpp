@@ -26,6 +26,11 @@ bool is_rational(const Network& network);
 template <class T>
 std::string state_key(automata::State q, const NetworkState<T>& state);
 
+// The letters a closure must try: one per group of letters that the network reads as one token
+// class and the DFA moves alike (every state to the same state), the first of each group. Words
+// over the others take the same paths, so the closure and its shortest counterexample are the same.
+std::vector<automata::Letter> closure_letters(const Network& network, const automata::Dfa& dfa);
+
 struct ClosureOptions {
     std::size_t max_pairs = 2'000'000;
     bool check_states = true;  // also require the read-out DFA state to equal the DFA's state

@@ -17,14 +17,15 @@ namespace statetrack::lrnn {
 
 template <class T>
 struct PreparedFactor {
-    std::vector<std::uint32_t> support;  // coordinates where v is not zero
-    std::vector<T> v;                    // v on the support
-    T coefficient;                       // beta / v.v, computed exactly or at high precision, then cast
+    std::uint32_t begin = 0, end = 0;  // v's non-zero entries: the transition's support[begin..end) and v[begin..end)
+    T coefficient;                     // beta / v.v, computed exactly or at high precision, then cast
 };
 
 template <class T>
 struct PreparedTransition {
     std::vector<PreparedFactor<T>> factors;
+    std::vector<std::uint32_t> support;  // every factor's non-zero coordinates, factor after factor (one allocation)
+    std::vector<T> v;                    // v on the support
     std::vector<T> diagonal;  // empty: none
     std::vector<std::uint32_t> bias_support;
     std::vector<T> bias;      // on bias_support
@@ -40,6 +41,7 @@ struct PreparedLayer {
 template <class T>
 struct PreparedNetwork {
     const Network* network = nullptr;  // must outlive this
+    std::size_t classes = 0;           // num_token_classes(*network)
     std::vector<PreparedLayer<T>> layers;
 };
 

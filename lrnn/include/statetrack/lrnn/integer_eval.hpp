@@ -46,6 +46,7 @@ struct IntegerLayer {
 // layer 1..., ...], one int32 each, so that a state is one flat key (the closure hashes it).
 struct IntegerNetwork {
     const Network* network = nullptr;  // must outlive this
+    std::size_t classes = 0;            // num_token_classes(*network)
     std::vector<IntegerLayer> layers;
     std::vector<std::int32_t> initial;  // the packed start state
     std::size_t state_size() const { return initial.size(); }
