@@ -71,19 +71,6 @@ bool lexicographic_less(std::span<const Point> x, std::span<const Point> y) {
     return std::lexicographical_compare(x.begin(), x.end(), y.begin(), y.end());
 }
 
-// The coordinates of every tuple of a level, flat (tuple u: flat[u*width .. (u+1)*width)), from
-// those of the level above.
-void extend_coordinates(const std::vector<Point>& above, std::size_t above_width, const PrefixLevel& level,
-                        std::vector<Point>& flat) {
-    flat.resize(level.size() * (above_width + 1));
-    Point* out = flat.data();
-    for (std::size_t u = 0; u < level.size(); ++u) {
-        const Point* parent = above.data() + std::size_t(level.parent[u]) * above_width;
-        out = std::copy(parent, parent + above_width, out);
-        *out++ = level.point[u];
-    }
-}
-
 }  // namespace
 
 // ---- PrefixActions ---------------------------------------------------------------------------
@@ -249,7 +236,7 @@ CascadeCheck verify_cascade(const Dfa& dfa, const Cascade& cascade, std::size_t 
     std::vector<std::string> why_bad;
     PrefixSearch search;
     PrefixLevel level = root_prefix_level(width), below;
-    std::vector<Point> coords, coords_below;  // of the tuples of the current level, flat
+    PrefixTree tree;
     std::vector<std::uint32_t> row_of, row(width);
     for (std::size_t i = 0; i < levels; ++i) {
         const auto& actions = cascade.levels[i].actions;
@@ -271,29 +258,28 @@ CascadeCheck verify_cascade(const Dfa& dfa, const Cascade& cascade, std::size_t 
             }
             table.add_row(row);
         }
+        // Each listed prefix's tuple (prefixes that are not reachable play no part).
         row_of.assign(level.size(), 0);
-        std::size_t e = 0;
-        for (std::size_t u = 0; u < level.size() && e < actions.size(); ++u) {
-            const std::span<const Point> prefix(coords.data() + u * i, i);
-            while (e < actions.size() && lexicographic_less(actions.key(e), prefix)) ++e;
-            if (e < actions.size() && std::equal(prefix.begin(), prefix.end(), actions.key(e).begin()))
-                row_of[u] = actions.list_index(e) + 1;
+        if (i == 0) {
+            if (!actions.empty()) row_of[0] = actions.list_index(0) + 1;
+        } else {
+            PrefixTree::Finder finder(tree);
+            for (std::size_t e = 0; e < actions.size(); ++e)
+                if (const std::uint32_t u = finder.find(actions.key(e)); u != PrefixTree::none) row_of[u] = actions.list_index(e) + 1;
         }
         next_prefix_level(level, row_of, table, cascade.start[i], pair_limit, dfa.name, "verify", search, below);
-        extend_coordinates(coords, i, below, coords_below);
-        std::swap(coords, coords_below);
+        tree.add_level(below);
         std::swap(level, below);
     }
-    // What every reachable cascade state decodes to (no_state: not listed), merging again.
+    // What every reachable cascade state decodes to (no_state: not listed).
     std::vector<State> decoded(level.size(), no_state);
-    {
-        auto it = cascade.decode.begin();
-        for (std::size_t s = 0; s < level.size() && it != cascade.decode.end(); ++s) {
-            const std::span<const Point> state(coords.data() + s * levels, levels);
-            while (it != cascade.decode.end() && lexicographic_less(it->first, state)) ++it;
-            if (it != cascade.decode.end() && std::equal(state.begin(), state.end(), it->first.begin(), it->first.end()))
-                decoded[s] = it->second;
-        }
+    if (levels == 0) {
+        if (const auto it = cascade.decode.find(Coordinates{}); it != cascade.decode.end()) decoded[0] = it->second;
+    } else {
+        PrefixTree::Finder finder(tree);
+        for (const auto& [coords, q] : cascade.decode)
+            if (coords.size() == levels)
+                if (const std::uint32_t s = finder.find(coords); s != PrefixTree::none) decoded[s] = q;
     }
 
     // Breadth-first over pairs (DFA state, cascade state). A correct cascade pairs each cascade
@@ -318,9 +304,7 @@ CascadeCheck verify_cascade(const Dfa& dfa, const Cascade& cascade, std::size_t 
         check.pairs = pairs.size();
         return fail_now(std::move(word), std::move(message));
     };
-    auto state_text = [&](std::uint32_t s) {
-        return fmt::format("{}", fmt::join(std::span<const Point>(coords.data() + std::size_t(s) * levels, levels), ", "));
-    };
+    auto state_text = [&](std::uint32_t s) { return levels ? fmt::format("{}", fmt::join(tree.coordinates(levels - 1, s), ", ")) : ""; };
     pairs.emplace_back(dfa.start, level.start);
     first_with[level.start] = dfa.start;
     parent.emplace_back(0, 0);

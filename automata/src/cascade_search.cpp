@@ -111,6 +111,46 @@ void KeyIndex::grow() {
     }
 }
 
+// ---- PrefixTree --------------------------------------------------------------------------------
+
+void PrefixTree::add_level(const PrefixLevel& level) {
+    const std::size_t parents = point.empty() ? 1 : point.back().size();
+    point.push_back(level.point);
+    auto& first = first_child.emplace_back(parents + 1, 0);
+    for (std::uint32_t parent : level.parent) ++first[parent + 1];
+    for (std::size_t u = 0; u < parents; ++u) first[u + 1] += first[u];
+}
+
+Coordinates PrefixTree::coordinates(std::size_t d, std::uint32_t u) const {
+    Coordinates coords(d + 1);
+    for (std::size_t j = d + 1; j-- > 0;) {
+        coords[j] = point[j][u];
+        if (j == 0) break;
+        // The parent: the last tuple of level j-1 whose children start at or before u.
+        const auto& first = first_child[j];
+        u = std::uint32_t(std::upper_bound(first.begin(), first.end(), u) - first.begin() - 1);
+    }
+    return coords;
+}
+
+std::uint32_t PrefixTree::Finder::find(std::span<const Point> coords) {
+    if (coords.empty() || coords.size() > tree_.levels()) return none;
+    std::size_t same = 0;  // coordinates shared with the previous path (whose tuples are known)
+    while (same < coords.size() && same < path_.size() && path_[same] == coords[same]) ++same;
+    path_.resize(same);
+    ids_.resize(same);
+    for (std::size_t d = same; d < coords.size(); ++d) {
+        const std::uint32_t parent = d == 0 ? 0 : ids_[d - 1];
+        const auto& points = tree_.point[d];
+        const auto begin = points.begin() + tree_.first_child[d][parent], end = points.begin() + tree_.first_child[d][parent + 1];
+        const auto it = std::lower_bound(begin, end, coords[d]);
+        if (it == end || *it != coords[d]) return none;
+        path_.push_back(coords[d]);
+        ids_.push_back(std::uint32_t(it - points.begin()));
+    }
+    return ids_[coords.size() - 1];
+}
+
 // ---- the level-by-level search -------------------------------------------------------------------
 
 void next_prefix_level(const PrefixLevel& above, std::span<const std::uint32_t> row_of, const ActionTable& table,

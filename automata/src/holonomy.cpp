@@ -734,8 +734,9 @@ Cascade holonomy_cascade(const Dfa& dfa, const Skeleton& sk, std::size_t state_l
     std::vector<std::uint32_t> context_of{intern(HolonomyBuilder::Context(width + 1, sk.top))}, context_below;
     PrefixSearch search;
     PrefixLevel level = root_prefix_level(width), below;
-    std::vector<Point> coords, coords_below;  // of the current level's tuples, flat
+    PrefixTree tree;
     constexpr std::uint32_t unset = static_cast<std::uint32_t>(-1), unlisted = unset - 1;
+    std::vector<std::vector<std::uint32_t>> list_of_tuple(levels);  // level d: the list of each tuple above, or unlisted
     std::vector<std::uint32_t> list_of_context, row_of_context, row_of;
     std::vector<std::uint32_t> codes(width);
     std::vector<LevelAction> acts(width);
@@ -748,6 +749,8 @@ Cascade holonomy_cascade(const Dfa& dfa, const Skeleton& sk, std::size_t state_l
         list_of_context.assign(contexts.size(), unset);
         row_of_context.assign(contexts.size(), 0);
         row_of.resize(level.size());
+        auto& list_of = list_of_tuple[d];
+        list_of.resize(level.size());
         std::size_t listed = 0;
         for (std::size_t u = 0; u < level.size(); ++u) {
             const std::uint32_t ctx = context_of[u];
@@ -766,14 +769,13 @@ Cascade holonomy_cascade(const Dfa& dfa, const Skeleton& sk, std::size_t state_l
                 }
             }
             row_of[u] = row_of_context[ctx];
-            listed += list_of_context[ctx] != unlisted;
+            list_of[u] = list_of_context[ctx];
+            listed += list_of[u] != unlisted;
         }
         actions.reserve(listed, d);
-        for (std::size_t u = 0; u < level.size(); ++u)
-            if (const std::uint32_t l = list_of_context[context_of[u]]; l != unlisted)
-                actions.push_back(std::span<const Point>(coords.data() + u * d, d), l);
 
         next_prefix_level(level, row_of, table, cascade.start[d], state_limit, dfa.name, "cascade", search, below);
+        tree.add_level(below);
         // Contexts of the new tuples, once per (context, point).
         extended.clear();
         context_below.resize(below.size());
@@ -787,22 +789,25 @@ Cascade holonomy_cascade(const Dfa& dfa, const Skeleton& sk, std::size_t state_l
             }
             context_below[v] = child;
         }
-        coords_below.resize(below.size() * (d + 1));
-        for (std::size_t v = 0; v < below.size(); ++v) {
-            std::copy_n(coords.data() + std::size_t(below.parent[v]) * d, d, coords_below.data() + v * (d + 1));
-            coords_below[v * (d + 1) + d] = below.point[v];
-        }
-        std::swap(coords, coords_below);
         std::swap(context_of, context_below);
         std::swap(level, below);
     }
     // A full tuple's old chain ends at the singleton of the DFA state it stands for.
-    for (std::size_t s = 0; s < level.size(); ++s) {
+    auto decoded = [&](std::size_t s) {
         const SetIndex p = contexts[context_of[s]][0];
         if (sk.sizes[p] != 1) throw std::logic_error("holonomy: a tile chain does not end at a singleton");
-        cascade.decode.emplace_hint(cascade.decode.end(), Coordinates(coords.data() + s * levels, coords.data() + (s + 1) * levels),
-                                    sk.from_rep[p][0]);
-    }
+        return sk.from_rep[p][0];
+    };
+    // The listed prefixes and the decoding in lexicographic order, by one walk over the tree.
+    if (levels > 0 && list_of_tuple[0][0] != unlisted) cascade.levels[0].actions.push_back({}, list_of_tuple[0][0]);
+    tree.visit_in_order([&](std::size_t d, std::uint32_t u, std::span<const Point> path) {
+        if (d + 1 < levels) {
+            if (const std::uint32_t l = list_of_tuple[d + 1][u]; l != unlisted) cascade.levels[d + 1].actions.push_back(path, l);
+        } else {
+            cascade.decode.emplace_hint(cascade.decode.end(), Coordinates(path.begin(), path.end()), decoded(u));
+        }
+    });
+    if (levels == 0) cascade.decode.emplace(Coordinates{}, decoded(0));
     fill_encode(cascade);
     return cascade;
 }

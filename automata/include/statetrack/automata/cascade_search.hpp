@@ -126,6 +126,67 @@ struct PrefixSearch {
     std::vector<std::uint32_t> before;  // reached pairs in the rows before each tuple above
 };
 
+// The reachable prefixes of every level as a tree: tuple u of level d has a point and a parent
+// tuple of level d-1 (the root, a single empty prefix, above level 0). Tuples are numbered in
+// lexicographic order, so the children of a tuple are consecutive and sorted by point. Coordinates
+// are found by walking the tree instead of being stored flat (levels x tuples points).
+struct PrefixTree {
+    static constexpr std::uint32_t none = 0xFFFFFFFFU;
+    std::vector<std::vector<Point>> point;                // per level
+    std::vector<std::vector<std::uint32_t>> first_child;  // level d: children of u are first_child[d][u] .. first_child[d][u + 1] - 1
+
+    std::size_t levels() const { return point.size(); }
+    // Appends the tuples of `level` (its parents on the last level of the tree, or the root).
+    void add_level(const PrefixLevel& level);
+    // The coordinates of tuple u of level d (d + 1 points).
+    Coordinates coordinates(std::size_t d, std::uint32_t u) const;
+    // Calls visit(d, u, path) for every tuple, parents before children and each level in
+    // increasing order; path holds its d + 1 coordinates.
+    template <typename Visit>
+    void visit_in_order(Visit&& visit) const;
+
+    // Finds the tuples of coordinates given in increasing order, reusing the common prefix with the
+    // previous one.
+    class Finder {
+    public:
+        explicit Finder(const PrefixTree& tree) : tree_(tree) {}
+        // The tuple of level coords.size() - 1 with these coordinates, or none (also for the empty
+        // or a too long one).
+        std::uint32_t find(std::span<const Point> coords);
+
+    private:
+        const PrefixTree& tree_;
+        std::vector<Point> path_;          // the previous coordinates, as far as they were found
+        std::vector<std::uint32_t> ids_;   // their tuples
+    };
+};
+
+template <typename Visit>
+void PrefixTree::visit_in_order(Visit&& visit) const {
+    const std::size_t n = levels();
+    if (n == 0) return;
+    std::vector<std::size_t> position(n), end(n);
+    std::vector<Point> path(n);
+    end[0] = point[0].size();
+    for (std::size_t d = 0;;) {
+        if (position[d] == end[d]) {
+            if (d == 0) return;
+            ++position[--d];
+            continue;
+        }
+        const auto u = std::uint32_t(position[d]);
+        path[d] = point[d][u];
+        visit(d, u, std::span<const Point>(path.data(), d + 1));
+        if (d + 1 == n) {
+            ++position[d];
+            continue;
+        }
+        position[d + 1] = first_child[d + 1][u];
+        end[d + 1] = first_child[d + 1][u + 1];
+        ++d;
+    }
+}
+
 // Level d's reachable tuples and transitions (PrefixLevel, cascade.hpp) into `out`, reusing its
 // storage: from level d-1 (`above`, whose transitions have one column per table letter), the
 // table row of each tuple above (`row_of`), the start's point and the level's number of points.
