@@ -5,6 +5,7 @@
 # the CLI. Logs go to $OUT (the device tool's output folder) or ./device-out; each step has its own
 # time limit so that one slow step cannot take the others' results with it.
 #   scripts/device-run.sh [tests] [sanitizer] [profile] [bench] [torch] [learn]   (default: all)
+# .devdeps/bin/bench_train_step.NAME (an earlier build, if carried) is benchmarked after the current one.
 # Environment: LEARN_STEPS (4000), LEARN_LRS ("1e-3 5e-4"), LEARN_SEEDS ("1 2").
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -33,6 +34,12 @@ if want sanitizer; then
     "$bin/test_gpu" --gtest_filter='CudaBackend.AdamW*:CudaBackend.BadInput*' >"$out/sanitizer.log" 2>&1
   echo "memcheck exit $?" | tee -a "$out/run.log"
   tail -3 "$out/sanitizer.log" | tee -a "$out/run.log"
+  # the recurrences share shared-memory tiles within a warp: racecheck them (head dims 8 and 16)
+  note "compute-sanitizer racecheck"
+  timeout 180 compute-sanitizer --tool racecheck --error-exitcode 9 \
+    "$bin/test_gpu" --gtest_filter='CudaBackend.ComparisonCatches*' >"$out/racecheck.log" 2>&1
+  echo "racecheck exit $?" | tee -a "$out/run.log"
+  tail -2 "$out/racecheck.log" | tee -a "$out/run.log"
 fi
 
 if want profile; then
@@ -47,6 +54,12 @@ fi
 if want bench; then
   note "bench_train_step"
   timeout 180 "$bin/bench_train_step" --steps 30 --out "$out/bench.json" 2>&1 | tee -a "$out/run.log"
+  # earlier versions carried beside it (bench_train_step.NAME), timed in the same call for comparison
+  for variant in "$bin"/bench_train_step.*; do
+    [ -x "$variant" ] || continue
+    note "bench variant ${variant##*/}"
+    timeout 120 "$variant" --steps 30 --out "$out/${variant##*/}.json" 2>&1 | tee -a "$out/run.log"
+  done
 fi
 
 if want learn; then
@@ -88,6 +101,9 @@ EOF
     timeout 120 "$bin/statetrack" eval "$first/checkpoint.bin" --test-len 40:80 --eval-words 8 --device $device \
       2>&1 | tail -1 | sed "s/^/eval --device $device: /" | tee -a "$out/run.log"
   done
+  # best.bin: the weights of the run's best evaluation, on the whole test range
+  timeout 120 "$bin/statetrack" eval "$first/best.bin" --test-len 40:256 --eval-words 8 --device cuda \
+    2>&1 | tail -1 | sed "s/^/eval best.bin --device cuda: /" | tee -a "$out/run.log"
 fi
 if want torch; then
   note "PyTorch reference"

@@ -186,7 +186,7 @@ TEST(CudaBackend, Fp32MatchesCpuReference) {
     SKIP_WITHOUT_GPU();
     std::uint64_t seed = 100;
     for (const Case& k : cases)
-        for (std::size_t d : {16, 32, 128}) {  // head_dim 8, 16, 32 (lstm: wider cells)
+        for (std::size_t d : {8, 16, 32, 128}) {  // head_dim 4, 8, 16, 32: every recurrence instance (lstm: wider cells)
             const std::size_t heads = d == 128 ? 4 : 2;
             const auto c = config_for(k.model, k.eig, d, heads);
             const Comparison r = compare(c, c, MatmulPrecision::fp32, ++seed, 4, d == 128 ? 6 : 9);

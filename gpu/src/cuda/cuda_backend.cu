@@ -176,14 +176,24 @@ struct Blas {
     }
 };
 
-void forward_pass(CudaSession& session, const Plan& p) {
-    const ModelConfig& c = session.config;
-    const ParameterLayout& L = session.layout;
+// What forward_pass and backward_pass both work with: the model, the parameter layout, the
+// session's state, products on its stream, the weights and the workspace.
+struct PassContext {
+    const ModelConfig& c;
+    const ParameterLayout& L;
+    CudaSessionState& s;
+    Blas blas;
+    cudaStream_t st;
+    const float* W;
+    float* ws;
+};
+PassContext pass_context(CudaSession& session) {
     CudaSessionState& s = *session.state;
-    const Blas blas{s};
-    cudaStream_t st = s.stream;
-    const float* W = s.params;
-    float* ws = s.work;
+    return {session.config, session.layout, s, Blas{s}, s.stream, s.params, s.work};
+}
+
+void forward_pass(CudaSession& session, const Plan& p) {
+    const auto [c, L, s, blas, st, W, ws] = pass_context(session);
     const auto* tokens = reinterpret_cast<const std::int32_t*>(ws + p.tokens);
     const std::size_t N = p.N, d = p.d;
     embed_forward(tokens, W + L.embed, ws + p.x[0], N, d, st);
@@ -231,14 +241,8 @@ void forward_pass(CudaSession& session, const Plan& p) {
 }
 
 void backward_pass(CudaSession& session, const Plan& p) {
-    const ModelConfig& c = session.config;
-    const ParameterLayout& L = session.layout;
-    CudaSessionState& s = *session.state;
-    const Blas blas{s};
-    cudaStream_t st = s.stream;
-    const float* W = s.params;
+    const auto [c, L, s, blas, st, W, ws] = pass_context(session);
     float* G = s.grads;
-    float* ws = s.work;
     const std::size_t N = p.N, d = p.d;
     float* dx = ws + p.dx;
     float* dxn = ws + p.dxn;
@@ -421,6 +425,19 @@ void copy_to_host(const CudaSession& session, std::span<float> dst, const float*
     STATETRACK_CUDA(cudaMemcpy(dst.data(), src, dst.size() * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
+// The start of every batch call: checks, the session's GPU, the workspace for this shape, the batch
+// staged in pinned memory and the step's values (adamw null: no optimizer step).
+Plan prepare(CudaSession& session, const Batch& batch, bool training, const AdamWOptions* adamw, std::size_t step,
+             double lr) {
+    check_batch(session, batch);
+    CudaSessionState& s = on_device(session);
+    const Plan p = make_plan(session.config, batch.batch, batch.length, training);
+    reserve(s, p);
+    stage_batch(s, batch);
+    set_step_params(s, batch, adamw, step, lr);
+    return p;
+}
+
 }  // namespace
 
 bool cuda_backend_built() { return true; }
@@ -515,12 +532,8 @@ void download_gradients(const CudaSession& session, std::span<float> grads) {
 }
 
 void cuda_forward(CudaSession& session, const Batch& batch, std::vector<float>& logits) {
-    check_batch(session, batch);
-    CudaSessionState& s = on_device(session);
-    const Plan p = make_plan(session.config, batch.batch, batch.length, false);
-    reserve(s, p);
-    stage_batch(s, batch);
-    set_step_params(s, batch, nullptr, 0, 0);
+    const Plan p = prepare(session, batch, false, nullptr, 0, 0);
+    CudaSessionState& s = *session.state;
     poison(session);
     enqueue_upload(s, p);
     forward_pass(session, p);
@@ -535,12 +548,8 @@ double cuda_loss_and_gradient(CudaSession& session, const Batch& batch) {
 }
 
 CudaStepResult cuda_loss_gradient_correct(CudaSession& session, const Batch& batch) {
-    check_batch(session, batch);
-    CudaSessionState& s = on_device(session);
-    const Plan p = make_plan(session.config, batch.batch, batch.length, true);
-    reserve(s, p);
-    stage_batch(s, batch);
-    set_step_params(s, batch, nullptr, 0, 0);
+    const Plan p = prepare(session, batch, true, nullptr, 0, 0);
+    CudaSessionState& s = *session.state;
     poison(session);
     enqueue_loss_and_gradient(session, p);
     enqueue_results(s);
@@ -564,12 +573,8 @@ CudaStepResult cuda_adamw_step(CudaSession& session, const AdamWOptions& options
 
 CudaStepResult cuda_train_step(CudaSession& session, const Batch& batch, const AdamWOptions& options,
                                std::size_t step, double lr) {
-    check_batch(session, batch);
-    CudaSessionState& s = on_device(session);
-    const Plan p = make_plan(session.config, batch.batch, batch.length, true);
-    reserve(s, p);
-    stage_batch(s, batch);
-    set_step_params(s, batch, &options, step, lr);
+    const Plan p = prepare(session, batch, true, &options, step, lr);
+    CudaSessionState& s = *session.state;
     auto enqueue_step = [&] {
         enqueue_loss_and_gradient(session, p);
         enqueue_adamw(session);

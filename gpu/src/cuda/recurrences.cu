@@ -27,19 +27,27 @@ __device__ float group_sum(float x) {
     for (int s = DH / 2; s >= 1; s /= 2) x += __shfl_xor_sync(full_mask, x, s);
     return x;
 }
+// One halving stage of transpose_reduce, then the next: lanes with bit S set keep the upper half of
+// w (entries i + S), the others the lower half, and each adds the partner's copy of the half it keeps.
+// Compile-time S and indices keep w in registers (a `for (s = DH / 2; s >= 1; s /= 2)` loop was not
+// unrolled by nvcc 13 and put w in a 128-byte local-memory stack frame: ptxas -v).
+template <int DH, int S>
+__device__ void transpose_stage(float (&w)[DH], int lane) {
+    if constexpr (S >= 1) {
+        const bool upper = lane & S;
+#pragma unroll
+        for (int i = 0; i < S; ++i) {
+            const float send = upper ? w[i] : w[i + S];
+            const float keep = upper ? w[i + S] : w[i];
+            w[i] = keep + __shfl_xor_sync(full_mask, send, S);
+        }
+        transpose_stage<DH, S / 2>(w, lane);
+    }
+}
 // w[r] holds this lane's term of entry r; returns sum over the group's lanes of entry `lane`.
 template <int DH>
 __device__ float transpose_reduce(float (&w)[DH], int lane) {
-#pragma unroll
-    for (int s = DH / 2; s >= 1; s /= 2) {
-        const bool upper = lane & s;
-#pragma unroll
-        for (int i = 0; i < s; ++i) {
-            const float send = upper ? w[i] : w[i + s];
-            const float keep = upper ? w[i + s] : w[i];
-            w[i] = keep + __shfl_xor_sync(full_mask, send, s);
-        }
-    }
+    transpose_stage<DH, DH / 2>(w, lane);
     return w[0];
 }
 
@@ -49,6 +57,7 @@ struct Place {
     std::size_t b, h;
     int c;
     bool valid;
+    float* slot;  // the group's DH floats of shared memory (16-byte aligned), for broadcast
 };
 template <int DH>
 __device__ Place place(std::size_t B, std::size_t H) {
@@ -56,7 +65,8 @@ __device__ Place place(std::size_t B, std::size_t H) {
     std::size_t group = thread / DH;
     const bool valid = group < B * H;
     if (!valid) group = B * H - 1;
-    return {group / H, group % H, int(thread % DH), valid};
+    __shared__ __align__(16) float shared[block_threads];
+    return {group / H, group % H, int(thread % DH), valid, shared + (threadIdx.x / DH) * DH};
 }
 
 // All DH values of x across the group (lane r's x in out[r]), through this group's DH floats of
@@ -73,12 +83,6 @@ __device__ void broadcast(float x, float* slot, int c, float (&out)[DH]) {
         out[4 * i] = f.x, out[4 * i + 1] = f.y, out[4 * i + 2] = f.z, out[4 * i + 3] = f.w;
     }
 }
-// This thread's group's slot in a block-sized shared array.
-template <int DH>
-__device__ float* group_slot(float* shared) {
-    return shared + (threadIdx.x / DH) * DH;
-}
-
 // x / sqrt(sum x^2 + eps) over the group; `norm` receives the denominator.
 template <int DH>
 __device__ float l2_normalise(float x, float& norm) {
@@ -86,26 +90,56 @@ __device__ float l2_normalise(float x, float& norm) {
     return x / norm;
 }
 
+// Where one lane's inputs of factor j at row n are, and the loads of them. The kernels load a
+// substep ahead (the next factor, or the next step's first factor and q), so that each step's
+// chain of group reductions does not also wait for memory.
+struct DeltaLane {
+    std::size_t H, h, c, dh, d, Fd, ld, FH;
+    __device__ std::size_t col(std::size_t j) const { return (j * H + h) * dh + c; }
+};
+template <int DH>
+__device__ DeltaLane delta_lane(const DeltaShape& s, const Place& p) {
+    const std::size_t d = s.H * DH, Fd = s.F * d;
+    return {s.H, p.h, std::size_t(p.c), DH, d, Fd, d + 2 * Fd, s.F * s.H};
+}
+struct FactorInputs {
+    float k, w, z;  // raw key, v (forward) or the saved u (backward), beta logit
+};
+__device__ FactorInputs load_factor(const DeltaLane& l, const float* act, const float* zbeta, const float* w,
+                                    std::size_t w_stride, std::size_t w_offset, std::size_t n, std::size_t j) {
+    const std::size_t col = l.col(j);
+    return {act[n * l.ld + l.d + col], w[n * w_stride + w_offset + col], zbeta[n * l.FH + j * l.H + l.h]};
+}
+
 template <int DH, bool TRAIN>
 __global__ void __launch_bounds__(block_threads) delta_forward_kernel(DeltaShape s, const float* act, const float* zbeta,
                                                                       float* o, float* u_out, float* final) {
     const Place p = place<DH>(s.B, s.H);
-    const std::size_t H = s.H, F = s.F, d = H * DH, Fd = F * d, ld = d + 2 * Fd, FH = F * H;
-    __shared__ __align__(16) float shared[block_threads];
-    float* slot = group_slot<DH>(shared);
+    const std::size_t H = s.H, F = s.F, d = H * DH, Fd = F * d, ld = d + 2 * Fd;
+    const DeltaLane lane = delta_lane<DH>(s, p);
     float S[DH], kb[DH];
 #pragma unroll
     for (int r = 0; r < DH; ++r) S[r] = 0;
+    const std::size_t n0 = p.b * s.T;
+    FactorInputs next = load_factor(lane, act, zbeta, act, ld, d + Fd, n0, 0);
+    float q_next = act[n0 * ld + p.h * DH + p.c];
     for (std::size_t t = 0; t < s.T; ++t) {
-        const std::size_t n = p.b * s.T + t;
-        const float* row = act + n * ld;
+        const std::size_t n = n0 + t;
+        const float q_raw = q_next;
         for (std::size_t j = 0; j < F; ++j) {
-            const std::size_t col = (j * H + p.h) * DH + p.c;
+            const FactorInputs in = next;
+            if (j + 1 < F) {
+                next = load_factor(lane, act, zbeta, act, ld, d + Fd, n, j + 1);
+            } else if (t + 1 < s.T) {
+                next = load_factor(lane, act, zbeta, act, ld, d + Fd, n + 1, 0);
+                q_next = act[(n + 1) * ld + p.h * DH + p.c];
+            }
+            const std::size_t col = lane.col(j);
             float knorm;
-            const float k = l2_normalise<DH>(row[d + col], knorm);
-            const float beta = s.beta_scale * sigmoidf(zbeta[n * FH + j * H + p.h]);
-            float u = row[d + Fd + col];
-            broadcast<DH>(k, slot, p.c, kb);
+            const float k = l2_normalise<DH>(in.k, knorm);
+            const float beta = s.beta_scale * sigmoidf(in.z);
+            float u = in.w;
+            broadcast<DH>(k, p.slot, p.c, kb);
 #pragma unroll
             for (int r = 0; r < DH; ++r) u -= S[r] * kb[r];
 #pragma unroll
@@ -113,8 +147,8 @@ __global__ void __launch_bounds__(block_threads) delta_forward_kernel(DeltaShape
             if (TRAIN && p.valid) u_out[n * Fd + col] = u;
         }
         float qnorm;
-        const float q = l2_normalise<DH>(row[p.h * DH + p.c], qnorm);
-        broadcast<DH>(q, slot, p.c, kb);
+        const float q = l2_normalise<DH>(q_raw, qnorm);
+        broadcast<DH>(q, p.slot, p.c, kb);
         float out = 0;
 #pragma unroll
         for (int r = 0; r < DH; ++r) out += S[r] * kb[r];
@@ -133,40 +167,48 @@ __global__ void __launch_bounds__(block_threads) delta_backward_kernel(DeltaShap
                                                                        const float* dO, float* dact, float* dzbeta) {
     const Place p = place<DH>(s.B, s.H);
     const std::size_t H = s.H, F = s.F, d = H * DH, Fd = F * d, ld = d + 2 * Fd, FH = F * H;
-    __shared__ __align__(16) float shared[block_threads];
-    float* slot = group_slot<DH>(shared);
     float S[DH], dS[DH], w[DH], kb[DH];
     {
         const float* src = final + ((p.b * H + p.h) * DH) * DH + p.c;
 #pragma unroll
         for (int r = 0; r < DH; ++r) S[r] = src[r * DH], dS[r] = 0;
     }
+    const DeltaLane lane = delta_lane<DH>(s, p);
+    const std::size_t n_last = p.b * s.T + s.T - 1, qcol = p.h * DH + p.c;
+    FactorInputs next = load_factor(lane, act, zbeta, u_saved, Fd, 0, n_last, F - 1);
+    float q_next = act[n_last * ld + qcol], g_next = dO[n_last * d + qcol];
     for (std::size_t t = s.T; t-- > 0;) {
         const std::size_t n = p.b * s.T + t;
-        const float* row = act + n * ld;
         float* drow = dact + n * ld;
         // o = S_t^T q: dq = S_t g, dS += q g^T; then back through the L2 norm of q
         float qnorm;
-        const float q = l2_normalise<DH>(row[p.h * DH + p.c], qnorm);
-        const float g = dO[n * d + p.h * DH + p.c];
+        const float q = l2_normalise<DH>(q_next, qnorm);
+        const float g = g_next;
 #pragma unroll
         for (int r = 0; r < DH; ++r) w[r] = S[r] * g;
         const float dq = transpose_reduce<DH>(w, p.c);
-        broadcast<DH>(q, slot, p.c, kb);
+        broadcast<DH>(q, p.slot, p.c, kb);
 #pragma unroll
         for (int r = 0; r < DH; ++r) dS[r] += kb[r] * g;
         const float dq_raw = (dq - q * group_sum<DH>(q * dq)) / qnorm;
         if (p.valid) drow[p.h * DH + p.c] = dq_raw;
         for (std::size_t j = F; j-- > 0;) {
-            const std::size_t col = (j * H + p.h) * DH + p.c;
+            const FactorInputs in = next;
+            if (j > 0) {
+                next = load_factor(lane, act, zbeta, u_saved, Fd, 0, n, j - 1);
+            } else if (t > 0) {
+                next = load_factor(lane, act, zbeta, u_saved, Fd, 0, n - 1, F - 1);
+                q_next = act[(n - 1) * ld + qcol], g_next = dO[(n - 1) * d + qcol];
+            }
+            const std::size_t col = lane.col(j);
             float knorm;
-            const float k = l2_normalise<DH>(row[d + col], knorm);
-            const float z = zbeta[n * FH + j * H + p.h];
+            const float k = l2_normalise<DH>(in.k, knorm);
+            const float z = in.z;
             const float sg = sigmoidf(z);
             const float beta = s.beta_scale * sg;
-            const float u = u_saved[n * Fd + col];
+            const float u = in.w;
             // S_prev = S_next - beta k u^T
-            broadcast<DH>(k, slot, p.c, kb);
+            broadcast<DH>(k, p.slot, p.c, kb);
 #pragma unroll
             for (int r = 0; r < DH; ++r) S[r] -= beta * kb[r] * u;
             float acc = 0;  // (dS^T k)[c]
@@ -208,8 +250,6 @@ __global__ void __launch_bounds__(block_threads) diagonal_forward_kernel(Diagona
                                                                          float* o, float* states) {
     const Place p = place<DH>(s.B, s.H);
     const std::size_t H = s.H, d = H * DH, ld = 3 * d, ch = p.h * DH + p.c;
-    __shared__ __align__(16) float shared[block_threads];
-    float* slot = group_slot<DH>(shared);
     float S[DH], ab[DH], kb[DH];
 #pragma unroll
     for (int r = 0; r < DH; ++r) S[r] = 0;
@@ -219,11 +259,11 @@ __global__ void __launch_bounds__(block_threads) diagonal_forward_kernel(Diagona
         const float* row = act + n * ld;
         const float a = diagonal_gate(zdt[n * d + ch], wlog, s.signed_range).a;  // lane c holds a[c] (key index c)
         const float q = row[ch], k = row[d + ch], v = row[2 * d + ch];
-        broadcast<DH>(a, slot, p.c, ab);
-        broadcast<DH>(k, slot, p.c, kb);
+        broadcast<DH>(a, p.slot, p.c, ab);
+        broadcast<DH>(k, p.slot, p.c, kb);
 #pragma unroll
         for (int r = 0; r < DH; ++r) S[r] = ab[r] * S[r] + kb[r] * v;
-        broadcast<DH>(q, slot, p.c, kb);
+        broadcast<DH>(q, p.slot, p.c, kb);
         float out = 0;
 #pragma unroll
         for (int r = 0; r < DH; ++r) out += S[r] * kb[r];
@@ -245,8 +285,6 @@ __global__ void __launch_bounds__(block_threads) diagonal_backward_kernel(Diagon
                                                                           float* dact, float* dzdt, float* ddecay_log) {
     const Place p = place<DH>(s.B, s.H);
     const std::size_t H = s.H, d = H * DH, ld = 3 * d, ch = p.h * DH + p.c;
-    __shared__ __align__(16) float shared[block_threads];
-    float* slot = group_slot<DH>(shared);
     float dS[DH], w[DH], kb[DH];
 #pragma unroll
     for (int r = 0; r < DH; ++r) dS[r] = 0;
@@ -266,10 +304,10 @@ __global__ void __launch_bounds__(block_threads) diagonal_backward_kernel(Diagon
 #pragma unroll
         for (int r = 0; r < DH; ++r) w[r] = St[r * DH] * g;
         const float dq = transpose_reduce<DH>(w, p.c);
-        broadcast<DH>(q, slot, p.c, kb);
+        broadcast<DH>(q, p.slot, p.c, kb);
 #pragma unroll
         for (int r = 0; r < DH; ++r) dS[r] += kb[r] * g;
-        broadcast<DH>(k, slot, p.c, kb);
+        broadcast<DH>(k, p.slot, p.c, kb);
         float dv = 0;
 #pragma unroll
         for (int r = 0; r < DH; ++r) dv += dS[r] * kb[r];
@@ -279,7 +317,7 @@ __global__ void __launch_bounds__(block_threads) diagonal_backward_kernel(Diagon
 #pragma unroll
         for (int r = 0; r < DH; ++r) w[r] = dS[r] * v;
         const float dk = transpose_reduce<DH>(w, p.c);
-        broadcast<DH>(gate.a, slot, p.c, kb);
+        broadcast<DH>(gate.a, p.slot, p.c, kb);
 #pragma unroll
         for (int r = 0; r < DH; ++r) dS[r] *= kb[r];
         const float common = da * (s.signed_range ? 2.0f : 1.0f) * gate.decay;
@@ -294,12 +332,16 @@ __global__ void __launch_bounds__(block_threads) diagonal_backward_kernel(Diagon
     if (p.valid) atomicAdd(&ddecay_log[ch], dwlog);
 }
 
-unsigned blocks_for_groups(std::size_t groups, std::size_t dh) {
-    return unsigned((groups * dh + block_threads - 1) / block_threads);
-}
-
-template <class Launch>
-void by_head_dim(std::size_t dh, Launch&& launch) {
+// Launches the kernel that `pick` returns for this head dimension (pick(std::integral_constant<int,
+// DH>)) over one DH-lane group per (word, head), and checks the launch.
+template <class Pick, class... Args>
+void launch_groups(const char* name, std::size_t dh, std::size_t groups, cudaStream_t stream, Pick&& pick,
+                   Args... args) {
+    auto launch = [&](auto head_dim) {
+        constexpr int DH = decltype(head_dim)::value;
+        const unsigned blocks = unsigned((groups * DH + block_threads - 1) / block_threads);
+        pick(head_dim)<<<blocks, block_threads, 0, stream>>>(args...);
+    };
     switch (dh) {
         case 4: launch(std::integral_constant<int, 4>{}); break;
         case 8: launch(std::integral_constant<int, 8>{}); break;
@@ -307,51 +349,40 @@ void by_head_dim(std::size_t dh, Launch&& launch) {
         case 32: launch(std::integral_constant<int, 32>{}); break;
         default: throw std::invalid_argument("no CUDA recurrence kernel for this head dimension");
     }
+    check(cudaGetLastError(), name);
 }
 
 }  // namespace
 
 void delta_forward(const DeltaShape& s, const float* act, const float* zbeta, float* o, float* u, float* final,
                    cudaStream_t stream) {
-    by_head_dim(s.dh, [&](auto dh) {
+    launch_groups("delta_forward", s.dh, s.B * s.H, stream, [&](auto dh) {
         constexpr int DH = decltype(dh)::value;
-        const unsigned blocks = blocks_for_groups(s.B * s.H, DH);
-        if (u) delta_forward_kernel<DH, true><<<blocks, block_threads, 0, stream>>>(s, act, zbeta, o, u, final);
-        else delta_forward_kernel<DH, false><<<blocks, block_threads, 0, stream>>>(s, act, zbeta, o, u, final);
-    });
-    check(cudaGetLastError(), "delta_forward");
+        return u ? delta_forward_kernel<DH, true> : delta_forward_kernel<DH, false>;
+    }, s, act, zbeta, o, u, final);
 }
 
 void delta_backward(const DeltaShape& s, const float* act, const float* zbeta, const float* u, const float* final,
                     const float* dO, float* dact, float* dzbeta, cudaStream_t stream) {
-    by_head_dim(s.dh, [&](auto dh) {
-        constexpr int DH = decltype(dh)::value;
-        delta_backward_kernel<DH><<<blocks_for_groups(s.B * s.H, DH), block_threads, 0, stream>>>(s, act, zbeta, u, final,
-                                                                                                  dO, dact, dzbeta);
-    });
-    check(cudaGetLastError(), "delta_backward");
+    launch_groups("delta_backward", s.dh, s.B * s.H, stream,
+                  [](auto dh) { return delta_backward_kernel<decltype(dh)::value>; }, s, act, zbeta, u, final, dO, dact,
+                  dzbeta);
 }
 
 void diagonal_forward(const DiagonalShape& s, const float* act, const float* zdt, const float* decay_log, float* o,
                       float* states, cudaStream_t stream) {
-    by_head_dim(s.dh, [&](auto dh) {
+    launch_groups("diagonal_forward", s.dh, s.B * s.H, stream, [&](auto dh) {
         constexpr int DH = decltype(dh)::value;
-        const unsigned blocks = blocks_for_groups(s.B * s.H, DH);
-        if (states) diagonal_forward_kernel<DH, true><<<blocks, block_threads, 0, stream>>>(s, act, zdt, decay_log, o, states);
-        else diagonal_forward_kernel<DH, false><<<blocks, block_threads, 0, stream>>>(s, act, zdt, decay_log, o, states);
-    });
-    check(cudaGetLastError(), "diagonal_forward");
+        return states ? diagonal_forward_kernel<DH, true> : diagonal_forward_kernel<DH, false>;
+    }, s, act, zdt, decay_log, o, states);
 }
 
 void diagonal_backward(const DiagonalShape& s, const float* act, const float* zdt, const float* decay_log,
                        const float* states, const float* dO, float* dact, float* dzdt, float* ddecay_log,
                        cudaStream_t stream) {
-    by_head_dim(s.dh, [&](auto dh) {
-        constexpr int DH = decltype(dh)::value;
-        diagonal_backward_kernel<DH><<<blocks_for_groups(s.B * s.H, DH), block_threads, 0, stream>>>(
-            s, act, zdt, decay_log, states, dO, dact, dzdt, ddecay_log);
-    });
-    check(cudaGetLastError(), "diagonal_backward");
+    launch_groups("diagonal_backward", s.dh, s.B * s.H, stream,
+                  [](auto dh) { return diagonal_backward_kernel<decltype(dh)::value>; }, s, act, zdt, decay_log, states,
+                  dO, dact, dzdt, ddecay_log);
 }
 
 }  // namespace statetrack::gpu::cuda
