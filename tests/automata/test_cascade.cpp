@@ -8,6 +8,7 @@
 #include "statetrack/automata/decompose.hpp"
 #include "statetrack/automata/error.hpp"
 #include "statetrack/automata/zoo.hpp"
+#include "second_to_last.hpp"
 
 namespace sa = statetrack::automata;
 using Kind = sa::LevelAction::Kind;
@@ -17,34 +18,8 @@ namespace {
 sa::LevelAction constant(sa::Point r) { return {Kind::constant, {r}}; }
 sa::LevelAction permutation(std::vector<sa::Point> m) { return {Kind::permutation, std::move(m)}; }
 
-// "The second-to-last letter is a" over {a, b}: level 0 remembers the last letter (reset to 1 on
-// a, to 0 on b); level 1 copies level 0's value from *before* the update. The DFA tracks the last
-// two letters: state 2*second_last + last.
-sa::Cascade second_to_last_cascade() {
-    sa::Cascade c;
-    c.method = "test";
-    c.alphabet = {"a", "b"};
-    c.levels.resize(2);
-    c.levels[0].points = 2;
-    c.levels[0].actions[{}] = {constant(1), constant(0)};
-    c.levels[1].points = 2;
-    c.levels[1].actions[{0}] = {constant(0), constant(0)};
-    c.levels[1].actions[{1}] = {constant(1), constant(1)};
-    c.start = {0, 0};
-    for (sa::Point last = 0; last < 2; ++last)
-        for (sa::Point second = 0; second < 2; ++second) c.decode[{last, second}] = 2 * second + last;
-    c.dfa_states = 4;
-    return c;
-}
-sa::Dfa second_to_last_dfa() {
-    sa::Dfa dfa = sa::make_dfa(4, {"a", "b"}, "second-to-last");
-    for (sa::State q = 0; q < 4; ++q) {
-        dfa.next(q, 0) = 2 * (q % 2) + 1;
-        dfa.next(q, 1) = 2 * (q % 2);
-    }
-    dfa.accepting = {false, false, true, true};
-    return dfa;
-}
+sa::Cascade second_to_last_cascade() { return second_to_last::cascade(2); }
+sa::Dfa second_to_last_dfa() { return second_to_last::dfa(2); }
 
 }  // namespace
 

@@ -12,42 +12,19 @@
 #include "statetrack/automata/decompose.hpp"
 #include "statetrack/automata/error.hpp"
 #include "statetrack/automata/zoo.hpp"
+#include "second_to_last.hpp"
 
 namespace sa = statetrack::automata;
 using Kind = sa::LevelAction::Kind;
 
 namespace {
 
-sa::LevelAction constant(sa::Point r) { return {Kind::constant, {r}}; }
+using second_to_last::constant;
 sa::LevelAction permutation(std::vector<sa::Point> m) { return {Kind::permutation, std::move(m)}; }
 
-// "The second-to-last letter is a or c" over {a, b, c}, where c acts exactly as a: level 0 holds
-// the last letter's kind (1: a or c), level 1 the kind before it. DFA state 2*second_last + last.
-sa::Cascade second_to_last_cascade() {
-    sa::Cascade c;
-    c.method = "test";
-    c.alphabet = {"a", "b", "c"};
-    c.levels.resize(2);
-    c.levels[0].points = 2;
-    c.levels[0].actions[{}] = {constant(1), constant(0), constant(1)};
-    c.levels[1].points = 2;
-    c.levels[1].actions[{0}] = {constant(0), constant(0), constant(0)};
-    c.levels[1].actions[{1}] = {constant(1), constant(1), constant(1)};
-    c.start = {0, 0};
-    for (sa::Point last = 0; last < 2; ++last)
-        for (sa::Point second = 0; second < 2; ++second) c.decode[{last, second}] = 2 * second + last;
-    c.dfa_states = 4;
-    return c;
-}
-sa::Dfa second_to_last_dfa() {
-    sa::Dfa dfa = sa::make_dfa(4, {"a", "b", "c"}, "second-to-last");
-    for (sa::State q = 0; q < 4; ++q) {
-        dfa.next(q, 0) = dfa.next(q, 2) = 2 * (q % 2) + 1;
-        dfa.next(q, 1) = 2 * (q % 2);
-    }
-    dfa.accepting = {false, false, true, true};
-    return dfa;
-}
+// "The second-to-last letter is a or c" over {a, b, c}, where c acts exactly as a.
+sa::Cascade second_to_last_cascade() { return second_to_last::cascade(3); }
+sa::Dfa second_to_last_dfa() { return second_to_last::dfa(3); }
 
 // The DFA with every letter twice: letter a + n acts as letter a.
 sa::Dfa doubled_letters(const sa::Dfa& dfa) {
