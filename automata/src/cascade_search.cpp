@@ -47,6 +47,7 @@ LetterClasses dfa_letter_classes(const Dfa& dfa) {
 LetterClasses cascade_letter_classes(const Dfa& dfa, const Cascade& cascade) {
     const std::size_t letters = dfa.num_letters();
     const LetterClasses by_dfa = dfa_letter_classes(dfa);
+    if (by_dfa.size() == letters) return by_dfa;  // no two columns equal: nothing to refine
     // A hash of each letter's actions over every list first: letters that differ almost always
     // differ there, so the exact comparison runs about once per letter.
     std::vector<std::uint64_t> signature(letters, 0);
@@ -134,21 +135,30 @@ Coordinates PrefixTree::coordinates(std::size_t d, std::uint32_t u) const {
 }
 
 std::uint32_t PrefixTree::Finder::find(std::span<const Point> coords) {
-    if (coords.empty() || coords.size() > tree_.levels()) return none;
-    std::size_t same = 0;  // coordinates shared with the previous path (whose tuples are known)
-    while (same < coords.size() && same < path_.size() && path_[same] == coords[same]) ++same;
-    path_.resize(same);
-    ids_.resize(same);
-    for (std::size_t d = same; d < coords.size(); ++d) {
-        const std::uint32_t parent = d == 0 ? 0 : ids_[d - 1];
-        const auto& points = tree_.point[d];
-        const auto begin = points.begin() + tree_.first_child[d][parent], end = points.begin() + tree_.first_child[d][parent + 1];
-        const auto it = std::lower_bound(begin, end, coords[d]);
-        if (it == end || *it != coords[d]) return none;
-        path_.push_back(coords[d]);
-        ids_.push_back(std::uint32_t(it - points.begin()));
+    const std::size_t n = coords.size();
+    if (n == 0 || n > tree_.levels()) return none;
+    if (path_.size() < tree_.levels()) {
+        path_.resize(tree_.levels());
+        ids_.resize(tree_.levels());
     }
-    return ids_[coords.size() - 1];
+    // Coordinates shared with the previous query keep their tuples.
+    std::size_t d = 0;
+    const std::size_t known = std::min(n, depth_);
+    while (d < known && path_[d] == coords[d]) ++d;
+    depth_ = d;
+    for (; d < n; ++d) {
+        // Among the parent's children (consecutive, sorted by point; usually a few): a scan.
+        const std::uint32_t parent = d == 0 ? 0 : ids_[d - 1];
+        const Point* points = tree_.point[d].data();
+        std::uint32_t child = tree_.first_child[d][parent];
+        const std::uint32_t end = tree_.first_child[d][parent + 1];
+        while (child < end && points[child] < coords[d]) ++child;
+        if (child == end || points[child] != coords[d]) return none;
+        path_[d] = coords[d];
+        ids_[d] = child;
+        depth_ = d + 1;
+    }
+    return ids_[n - 1];
 }
 
 // ---- the level-by-level search -------------------------------------------------------------------

@@ -74,9 +74,8 @@ struct ActionTable {
     static bool is_bad(std::uint32_t code) { return code >= bad_flag && code != identity; }
     // The image of point p; never called with a bad code.
     Point apply(std::uint32_t code, Point p) const {
-        if (code < constant_flag) return maps[code + p];
-        if (code < bad_flag) return code & ~constant_flag;
-        return p;
+        if (code < constant_flag) [[unlikely]] return maps[code + p];
+        return code == identity ? p : code & ~constant_flag;  // a select, not a branch
     }
 };
 
@@ -158,6 +157,7 @@ struct PrefixTree {
         const PrefixTree& tree_;
         std::vector<Point> path_;          // the previous coordinates, as far as they were found
         std::vector<std::uint32_t> ids_;   // their tuples
+        std::size_t depth_ = 0;            // how many of them
     };
 };
 
