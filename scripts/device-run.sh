@@ -6,7 +6,7 @@
 # time limit so that one slow step cannot take the others' results with it.
 #   scripts/device-run.sh [tests] [sanitizer] [profile] [bench] [torch] [learn]   (default: all)
 # .devdeps/bin/bench_train_step.NAME (an earlier build, if carried) is benchmarked after the current one.
-# Environment: LEARN_STEPS (4000), LEARN_LRS ("1e-3 5e-4"), LEARN_SEEDS ("1 2").
+# Environment: LEARN_STEPS (4000), LEARN_LRS ("1e-3 5e-4"), LEARN_SEEDS ("1 2"), NCU_METRICS (ncu --metrics).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:-$root/device-out}
@@ -45,7 +45,7 @@ fi
 if want profile; then
   note "ncu: one deltanet step at T = 40 and T = 256 (no graph)"
   timeout 240 ncu --clock-control none --csv \
-    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed \
+    --metrics "${NCU_METRICS:-gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed}" \
     "$bin/bench_train_step" --profile >"$out/ncu.csv" 2>"$out/ncu.err"
   echo "ncu exit $?" | tee -a "$out/run.log"
   tail -2 "$out/ncu.err" >>"$out/run.log"
