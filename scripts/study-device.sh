@@ -106,7 +106,7 @@ if [ -n "${fuzzer:-}" ]; then
 fi
 [ -n "${sampler:-}" ] && kill "$sampler" 2>/dev/null
 note "packing"
-tar czf "$out/study.tar.gz" -C "$work" --exclude=checkpoint.bin --exclude=logs .
+tar czf "$out/study.tar.gz" -C "$work" --exclude=checkpoint.bin --exclude=best.bin --exclude=logs .
 cp "$logs/run.log" "$out/run.log"
 tar czf "$out/logs.tar.gz" -C "$work" logs
 ls -la "$out" >>"$out/run.log"
