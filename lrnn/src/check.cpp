@@ -234,28 +234,98 @@ std::string certified_message(std::size_t pairs) {
     return fmt::format("all {} reachable (DFA state, network state) pairs agree: correct for every length", pairs);
 }
 
-// The closure of exact_closure over packed integer states: nodes [DFA state, packed network
-// state] in a SparseStateSet (one-hot layers: O(layers) memory per pair). Throws IntegerOverflow.
+// An open-addressing map from 64-bit keys to 32-bit values (the closure's per-layer step memo).
+class StepMemo {
+public:
+    std::uint32_t* find(std::uint64_t key) {
+        const std::size_t slot = locate(key);
+        return keys_[slot] == key ? &values_[slot] : nullptr;
+    }
+    void insert(std::uint64_t key, std::uint32_t value) {
+        if (2 * (count_ + 1) > keys_.size()) grow();
+        const std::size_t slot = locate(key);
+        count_ += keys_[slot] != key;
+        keys_[slot] = key, values_[slot] = value;
+    }
+
+private:
+    static constexpr std::uint64_t empty = std::numeric_limits<std::uint64_t>::max();
+    std::size_t locate(std::uint64_t key) const {
+        std::uint64_t h = key * 0x9e3779b97f4a7c15ull;
+        std::size_t slot = (h ^ (h >> 29)) & (keys_.size() - 1);
+        while (keys_[slot] != empty && keys_[slot] != key) slot = (slot + 1) & (keys_.size() - 1);
+        return slot;
+    }
+    void grow() {
+        std::vector<std::uint64_t> keys(keys_.size() * 2, empty);
+        std::vector<std::uint32_t> values(keys.size());
+        keys.swap(keys_), values.swap(values_);
+        for (std::size_t i = 0; i < keys.size(); ++i)
+            if (keys[i] != empty) {
+                const std::size_t slot = locate(keys[i]);
+                keys_[slot] = keys[i], values_[slot] = values[i];
+            }
+    }
+    std::vector<std::uint64_t> keys_ = std::vector<std::uint64_t>(1024, empty);
+    std::vector<std::uint32_t> values_ = std::vector<std::uint32_t>(1024);
+    std::size_t count_ = 0;
+};
+
+// The closure of exact_closure over integer networks. Each layer's states (output symbol, hidden
+// vector) are interned, and a pair is [DFA state, one state number per layer]. A layer's next state
+// depends only on its state and its input letter, so each (state, input letter) is stepped once
+// and remembered: a cascade's layers reach few states, while the pairs are their combinations.
+// Same pairs, same breadth-first order, same shortest counterexample as stepping whole vectors.
+// Throws IntegerOverflow.
 ClosureResult integer_closure(const IntegerNetwork& p, const Network& net, const Dfa& dfa, const ClosureOptions& options) {
-    const std::size_t stride = 1 + p.state_size();
-    const std::vector<Letter> letters = closure_letters(net, dfa);
-    SparseStateSet<std::int32_t> nodes(stride);
-    std::vector<std::pair<std::size_t, Letter>> parent;
-    std::vector<std::int32_t> current(stride), next(stride);
+    const std::size_t layers = p.layers.size();
+    const bool shift = net.wiring == Wiring::shift;
+    std::vector<SparseStateSet<std::int32_t>> states;       // per layer: [output, hidden...]
+    std::vector<std::vector<std::uint32_t>> output_of(layers);  // per layer, per state: its output symbol
+    std::vector<StepMemo> memo(layers);                     // per layer: (state << 32 | input letter) -> next state
+    std::vector<std::int32_t> buffer;
+    auto intern = [&](std::size_t l, const std::int32_t* layer_state) {
+        const auto [id, inserted] = states[l].insert(layer_state);
+        if (inserted) output_of[l].push_back(std::uint32_t(layer_state[0]));
+        return id;
+    };
+    SparseStateSet<std::int32_t> nodes(1 + layers);
+    std::vector<std::int32_t> current(1 + layers), next(1 + layers);
     current[0] = std::int32_t(dfa.start);
-    std::copy(p.initial.begin(), p.initial.end(), current.begin() + 1);
+    for (std::size_t l = 0; l < layers; ++l) {
+        states.emplace_back(1 + net.layers[l].dim);
+        buffer.assign(1, p.initial[l]);
+        buffer.insert(buffer.end(), p.initial.begin() + long(p.layers[l].offset), p.initial.begin() + long(p.layers[l].offset + net.layers[l].dim));
+        current[1 + l] = std::int32_t(intern(l, buffer.data()));
+    }
     nodes.insert(current.data());
-    parent.emplace_back(0, 0);
+    std::vector<std::pair<std::size_t, Letter>> parent{{0, 0}};
+    const std::vector<Letter> letters = closure_letters(net, dfa);
     ClosureResult result;
     for (std::size_t i = 0; i < parent.size(); ++i) {
         nodes.get(std::uint32_t(i), current.data());
         for (Letter a : letters) {
-            std::copy(current.begin(), current.end(), next.begin());
-            const auto symbol = step_integer(p, std::span<std::int32_t>(next).subspan(1), a);
-            if (!symbol) throw IntegerOverflow{};
-            const State q = dfa.next(State(next[0]), a);
+            const State q = dfa.next(State(current[0]), a);
             next[0] = std::int32_t(q);
-            if (!agrees(net, dfa, q, *symbol, true, options.check_states)) {
+            for (std::size_t l = 0; l < layers; ++l) {
+                const std::uint32_t upstream = l == 0 ? 0 : output_of[l - 1][std::uint32_t((shift ? current : next)[l])];
+                const std::size_t input = input_letter(net, p.classes, l, upstream, a);
+                const std::uint64_t key = std::uint64_t(std::uint32_t(current[1 + l])) << 32 | input;
+                if (const std::uint32_t* known = memo[l].find(key)) {
+                    next[1 + l] = std::int32_t(*known);
+                    continue;
+                }
+                buffer.resize(states[l].width());
+                states[l].get(std::uint32_t(current[1 + l]), buffer.data());
+                const auto out = step_integer_layer(p, l, buffer.data() + 1, input);
+                if (!out) throw IntegerOverflow{};
+                buffer[0] = std::int32_t(*out);
+                const std::uint32_t id = intern(l, buffer.data());
+                memo[l].insert(key, id);
+                next[1 + l] = std::int32_t(id);
+            }
+            const std::uint32_t symbol = output_of[layers - 1][std::uint32_t(next[layers])];
+            if (!agrees(net, dfa, q, symbol, true, options.check_states)) {
                 // Breadth-first order makes this a shortest failing word.
                 std::vector<Letter> word = rebuild(parent, i);
                 word.push_back(a);
@@ -265,13 +335,13 @@ ClosureResult integer_closure(const IntegerNetwork& p, const Network& net, const
                 result.message = "a reachable pair reads out a different answer than the DFA";
                 return result;
             }
+            if (!nodes.insert(next.data()).second) continue;
             if (parent.size() >= options.max_pairs) {
-                if (!nodes.insert(next.data()).second) continue;
                 result.pairs = parent.size();
                 result.message = fmt::format("stopped at the limit of {} pairs", options.max_pairs);
                 return result;
             }
-            if (nodes.insert(next.data()).second) parent.emplace_back(i, a);
+            parent.emplace_back(i, a);
         }
     }
     result.complete = result.certified = true;

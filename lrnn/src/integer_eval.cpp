@@ -68,12 +68,19 @@ std::optional<IntegerNetwork> prepare_integer(const Network& network) {
                 if (!c || !fits(*c)) return std::nullopt;
                 factor.coefficient = *c;
                 if (factor.support.size() == 1 && factor.coefficient * factor.v[0] * factor.v[0] == 1) {
-                    if (it.factors.empty() || !it.factors.back().zeroes) it.factors.push_back(IntegerFactor{{}, {}, 0, true});
+                    if (it.factors.empty() || !it.factors.back().zeroes) it.factors.push_back(IntegerFactor{{}, {}, 0, true, 0, 0});
                     it.factors.back().support.push_back(factor.support[0]);
                     continue;
                 }
                 it.factors.push_back(std::move(factor));
             }
+            for (auto& f : it.factors)  // a run over consecutive coordinates (a reset's n projections) becomes a range
+                if (f.zeroes && f.support.size() > 1 && f.support.back() - f.support.front() + 1 == f.support.size() &&
+                    std::is_sorted(f.support.begin(), f.support.end())) {
+                    f.zero_begin = f.support.front();
+                    f.zero_end = f.support.back() + 1;
+                    f.support.clear();
+                }
             for (const auto& d : t.diagonal) {
                 const auto value = as_integer(d);
                 if (!value) return std::nullopt;
@@ -102,64 +109,68 @@ std::optional<IntegerNetwork> prepare_integer(const Network& network) {
     return p;
 }
 
+std::optional<std::uint32_t> step_integer_layer(const IntegerNetwork& p, std::size_t i, std::int32_t* h, std::size_t input) {
+    const Layer& layer = p.network->layers[i];
+    const IntegerLayer& il = p.layers[i];
+    const IntegerTransition& t = il.transitions[layer.input_transition[input]];
+    for (const auto& f : t.factors) {
+        if (f.zeroes) {
+            if (f.support.empty()) std::fill(h + f.zero_begin, h + f.zero_end, 0);
+            for (std::uint32_t k : f.support) h[k] = 0;
+            continue;
+        }
+        std::int64_t dot = 0;
+        for (std::size_t k = 0; k < f.support.size(); ++k) dot += f.v[k] * h[f.support[k]];
+        if (dot == 0) continue;
+        std::int64_t scale = 0;
+        if (__builtin_mul_overflow(f.coefficient, dot, &scale)) return std::nullopt;
+        for (std::size_t k = 0; k < f.support.size(); ++k) {
+            std::int64_t delta = 0;
+            if (__builtin_mul_overflow(scale, f.v[k], &delta)) return std::nullopt;
+            std::int64_t x = 0;
+            if (__builtin_sub_overflow(std::int64_t(h[f.support[k]]), delta, &x) || !fits(x)) return std::nullopt;
+            h[f.support[k]] = std::int32_t(x);
+        }
+    }
+    if (!t.diagonal.empty())
+        for (std::size_t k = 0; k < layer.dim; ++k) h[k] = std::int32_t(t.diagonal[k] * h[k]);  // entries in {-1, 0, 1}
+    for (std::size_t k = 0; k < t.bias_support.size(); ++k) {
+        const std::int64_t x = h[t.bias_support[k]] + t.bias[k];
+        if (!fits(x)) return std::nullopt;
+        h[t.bias_support[k]] = std::int32_t(x);
+    }
+    const Readout& r = layer.readout;
+    std::size_t best = 0;
+    if (r.kind == Readout::Kind::argmax) {
+        // The first largest coordinate: the maximum first (a loop that vectorizes), then its place.
+        std::int32_t top = h[0];
+        for (std::size_t k = 1; k < layer.dim; ++k) top = std::max(top, h[k]);
+        while (h[best] != top) ++best;
+    } else {
+        std::int64_t best_distance = 0;
+        for (std::size_t a = 0; a < il.anchors.size(); ++a) {
+            std::int64_t d = 0;
+            for (std::size_t k = 0; k < layer.dim; ++k) {
+                const std::int64_t e = h[k] - il.anchors[a][k];  // both below 2^30 in magnitude
+                if (__builtin_add_overflow(d, e * e, &d)) return std::nullopt;
+            }
+            if (a == 0 || d < best_distance) best = a, best_distance = d;
+        }
+    }
+    return output_symbol(r, r.labels[best], input);
+}
+
 std::optional<std::uint32_t> step_integer(const IntegerNetwork& p, std::span<std::int32_t> state, automata::Letter token) {
     const Network& net = *p.network;
     const bool shift = net.wiring == Wiring::shift;
     std::uint32_t upstream_before = 0, upstream_after = 0;
     for (std::size_t i = 0; i < p.layers.size(); ++i) {
-        const Layer& layer = net.layers[i];
-        const IntegerLayer& il = p.layers[i];
         const std::size_t input = input_letter(net, p.classes, i, shift ? upstream_before : upstream_after, token);
-        const IntegerTransition& t = il.transitions[layer.input_transition[input]];
-        std::int32_t* h = state.data() + il.offset;
-        for (const auto& f : t.factors) {
-            if (f.zeroes) {
-                for (std::uint32_t k : f.support) h[k] = 0;
-                continue;
-            }
-            std::int64_t dot = 0;
-            for (std::size_t k = 0; k < f.support.size(); ++k) dot += f.v[k] * h[f.support[k]];
-            if (dot == 0) continue;
-            std::int64_t scale = 0;
-            if (__builtin_mul_overflow(f.coefficient, dot, &scale)) return std::nullopt;
-            for (std::size_t k = 0; k < f.support.size(); ++k) {
-                std::int64_t delta = 0;
-                if (__builtin_mul_overflow(scale, f.v[k], &delta)) return std::nullopt;
-                std::int64_t x = 0;
-                if (__builtin_sub_overflow(std::int64_t(h[f.support[k]]), delta, &x) || !fits(x)) return std::nullopt;
-                h[f.support[k]] = std::int32_t(x);
-            }
-        }
-        if (!t.diagonal.empty())
-            for (std::size_t k = 0; k < layer.dim; ++k) h[k] = std::int32_t(t.diagonal[k] * h[k]);  // entries in {-1, 0, 1}
-        for (std::size_t k = 0; k < t.bias_support.size(); ++k) {
-            const std::int64_t x = h[t.bias_support[k]] + t.bias[k];
-            if (!fits(x)) return std::nullopt;
-            h[t.bias_support[k]] = std::int32_t(x);
-        }
-        const Readout& r = layer.readout;
-        std::size_t best = 0;
-        if (r.kind == Readout::Kind::argmax) {
-            // The first largest coordinate: the maximum first (a loop that vectorizes), then its place.
-            std::int32_t top = h[0];
-            for (std::size_t k = 1; k < layer.dim; ++k) top = std::max(top, h[k]);
-            while (h[best] != top) ++best;
-        } else {
-            std::int64_t best_distance = 0;
-            for (std::size_t a = 0; a < il.anchors.size(); ++a) {
-                std::int64_t d = 0;
-                for (std::size_t k = 0; k < layer.dim; ++k) {
-                    const std::int64_t e = h[k] - il.anchors[a][k];  // both below 2^30 in magnitude
-                    if (__builtin_add_overflow(d, e * e, &d)) return std::nullopt;
-                }
-                if (a == 0 || d < best_distance) best = a, best_distance = d;
-            }
-        }
-        const std::uint32_t label = r.labels[best];
-        const std::uint32_t out = output_symbol(r, label, input);
+        const auto out = step_integer_layer(p, i, state.data() + p.layers[i].offset, input);
+        if (!out) return std::nullopt;
         upstream_before = std::uint32_t(state[i]);
-        state[i] = std::int32_t(out);
-        upstream_after = out;
+        state[i] = std::int32_t(*out);
+        upstream_after = *out;
     }
     return std::uint32_t(state[p.layers.size() - 1]);
 }

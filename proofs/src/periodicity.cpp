@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "brent.hpp"
 #include "same_bits.hpp"
 #include "statetrack/automata/error.hpp"
 
@@ -237,14 +238,7 @@ Periodicity brent(DenseState<T> start, Step advance, std::size_t max_steps) {
         ++lambda;
         ++steps;
     }
-    DenseState<T> x = start, y = start;
-    for (std::size_t i = 0; i < lambda; ++i) advance(y);
-    std::size_t mu = 0;
-    while (!same(x, y)) {
-        advance(x);
-        advance(y);
-        ++mu;
-    }
+    auto [mu, x] = detail::pre_period(start, lambda, advance, same);
     p.found = true;
     p.pre_period = mu;
     p.period = lambda;

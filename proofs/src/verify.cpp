@@ -13,6 +13,7 @@
 #include "statetrack/automata/error.hpp"
 #include "statetrack/lrnn/check.hpp"
 #include "statetrack/lrnn/evaluate.hpp"
+#include "brent.hpp"
 #include "statetrack/proofs/integer_closure.hpp"
 #include "statetrack/lrnn/scalars.hpp"
 #include "same_bits.hpp"
@@ -139,16 +140,8 @@ RepeatedLetter repeated_letter(const Network& net, const PreparedNetwork<T>& pre
         }
     }
     // The hare has checked k >= mu + lambda positions: every later one repeats a checked one.
-    Pair x = start, y = start;
-    for (std::size_t i = 0; i < lambda; ++i) advance(y);
-    std::size_t mu = 0;
-    while (!same(x, y)) {
-        advance(x);
-        advance(y);
-        ++mu;
-    }
     r.cycle_found = true;
-    r.pre_period = mu;
+    r.pre_period = detail::pre_period(start, lambda, advance, same).first;
     r.period = lambda;
     r.steps = k;
     return r;

@@ -25,8 +25,10 @@ struct IntegerFactor {
     std::int64_t coefficient = 0;        // beta / v.v, an integer
     // A run of consecutive projections onto single coordinates (beta / v.v * v_k^2 = 1, which set
     // h_k to 0): `support` lists those coordinates and `v` is empty. A reset's n projections
-    // become one such run.
+    // become one such run; when its coordinates are consecutive, `support` is empty and the run is
+    // zero_begin .. zero_end - 1.
     bool zeroes = false;
+    std::uint32_t zero_begin = 0, zero_end = 0;
 };
 
 struct IntegerTransition {
@@ -59,5 +61,8 @@ std::optional<IntegerNetwork> prepare_integer(const Network& network);
 // Reads one token into the packed state; returns the last layer's output symbol, or nullopt when a
 // coordinate left [-integer_value_guard, integer_value_guard] (the state is then unspecified).
 std::optional<std::uint32_t> step_integer(const IntegerNetwork& network, std::span<std::int32_t> state, automata::Letter token);
+// One layer of that step: input letter `input` into layer `layer`'s hidden vector h; its output
+// symbol, or nullopt past the guard.
+std::optional<std::uint32_t> step_integer_layer(const IntegerNetwork& network, std::size_t layer, std::int32_t* h, std::size_t input);
 
 }  // namespace statetrack::lrnn
