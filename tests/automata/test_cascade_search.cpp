@@ -3,8 +3,11 @@
 // one letter per class still catch a broken action of any letter.
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <map>
+#include <optional>
 #include <random>
+#include <set>
 #include <unordered_map>
 
 #include "statetrack/automata/algorithms.hpp"
@@ -39,7 +42,66 @@ sa::Dfa doubled_letters(const sa::Dfa& dfa) {
     return out;
 }
 
+// An independent oracle for verify_cascade: breadth-first over (DFA state, full coordinates) with
+// the simulator's step and std::set, every letter. The length of a shortest word reaching an
+// inconsistent pair, or nothing when every reachable pair is consistent.
+std::optional<std::size_t> shortest_failure(const sa::Dfa& dfa, const sa::Cascade& c) {
+    using Pair = std::pair<sa::State, sa::Coordinates>;
+    std::set<Pair> seen{{dfa.start, c.start}};
+    std::deque<std::pair<Pair, std::size_t>> queue{{{dfa.start, c.start}, 0}};
+    while (!queue.empty()) {
+        const auto [pair, length] = queue.front();
+        queue.pop_front();
+        const auto it = c.decode.find(pair.second);
+        if (it == c.decode.end() || it->second != pair.first) return length;
+        for (sa::Letter a = 0; a < dfa.num_letters(); ++a) {
+            Pair next{dfa.next(pair.first, a), sa::step(c, pair.second, a)};
+            if (seen.insert(next).second) queue.emplace_back(std::move(next), length + 1);
+        }
+    }
+    return std::nullopt;
+}
+
 }  // namespace
+
+TEST(Verification, AgreesWithABruteForceOracleOnBrokenCascades) {
+    // Random DFAs (and the same with every letter twice, so that letter classes matter), each
+    // non-identity action changed in turn (a reset to the next point, a permutation to the
+    // identity, or on a doubled alphabet only the copy's action): verify_cascade says ok exactly
+    // when the oracle finds no inconsistent pair, and its word is a shortest one.
+    std::size_t flips = 0, refuted = 0;
+    for (auto kind : {sa::RandomKind::uniform, sa::RandomKind::mixed})
+        for (std::size_t states = 3; states <= 6; ++states)
+            for (bool doubled : {false, true}) {
+                sa::RandomDfaOptions o{.states = states, .letters = 2, .kind = kind, .seed = 4200 + states};
+                const auto dfa = doubled ? doubled_letters(sa::random_dfa(o)) : sa::random_dfa(o);
+                const auto good = sa::decompose(dfa).cascade;
+                ASSERT_FALSE(shortest_failure(dfa, good).has_value()) << o.seed;
+                ASSERT_TRUE(sa::verify_cascade(dfa, good).ok) << o.seed;
+                for (std::size_t level = 0; level < good.levels.size(); ++level)
+                    for (std::size_t e = 0; e < good.levels[level].actions.size() && e < 6; ++e)
+                        for (sa::Letter a = doubled ? 2 : 0; a < dfa.num_letters(); ++a) {
+                            const auto& act = good.levels[level].actions.entry(e).second[a];
+                            if (act.kind == Kind::identity) continue;
+                            auto broken = good;
+                            const auto key = good.levels[level].actions.key(e);
+                            auto& flipped = broken.levels[level].actions[sa::Coordinates(key.begin(), key.end())][a];
+                            if (flipped.kind == Kind::constant) flipped.map[0] = (flipped.map[0] + 1) % sa::Point(good.levels[level].points);
+                            else flipped = sa::LevelAction{};
+                            const auto expected = shortest_failure(dfa, broken);
+                            const auto check = sa::verify_cascade(dfa, broken);
+                            ++flips;
+                            ASSERT_EQ(check.ok, !expected.has_value()) << o.seed << " level " << level << " letter " << a;
+                            if (expected) {
+                                ++refuted;
+                                ASSERT_TRUE(check.counterexample.has_value());
+                                EXPECT_EQ(check.counterexample->size(), *expected) << o.seed;
+                            }
+                        }
+            }
+    EXPECT_GT(flips, 50U);
+    EXPECT_GT(refuted, 0U);
+}
 
 TEST(LetterClasses, SmallestLetterRepresentsAndClassesAreInOrder) {
     // Letters 0..5 by value mod 3: classes {0, 3}, {1, 4}, {2, 5}.
