@@ -165,7 +165,7 @@ std::uint32_t PrefixTree::Finder::find(std::span<const Point> coords) {
 
 void next_prefix_level(const PrefixLevel& above, std::span<const std::uint32_t> row_of, const ActionTable& table,
                        Point start_point, std::size_t limit, const std::string& origin, const std::string& what,
-                       PrefixSearch& search, PrefixLevel& out) {
+                       PrefixSearch& search, PrefixLevel& out, bool transitions) {
     // The reachable (tuple above, point) pairs as one bitset row of `points` bits per tuple above:
     // membership is one bit, and the lexicographic number of a pair is the number of set bits
     // before it in the rows. Each tuple's slot holds its reached bits, then as many words of bits
@@ -241,7 +241,7 @@ void next_prefix_level(const PrefixLevel& above, std::span<const std::uint32_t> 
     const std::size_t n = total;
     out.parent.resize(n);
     out.point.resize(n);
-    out.next.resize(n * letters);
+    out.next.resize(transitions ? n * letters : 0);
     std::uint32_t* out_next = out.next.data();
     std::size_t index = 0;
     for (std::size_t w = 0; w < n_above; ++w) {
@@ -253,6 +253,8 @@ void next_prefix_level(const PrefixLevel& above, std::span<const std::uint32_t> 
                 const auto p = Point(j * 64 + std::size_t(std::countr_zero(x)));
                 out.parent[index] = std::uint32_t(w);
                 out.point[index] = p;
+                ++index;
+                if (!transitions) continue;
                 for (std::size_t a = 0; a < letters; ++a) {
                     const std::uint32_t nw = next[a], code = row[a];
                     out_next[a] = (nw & PrefixLevel::bad_tuple)   ? nw
@@ -260,7 +262,6 @@ void next_prefix_level(const PrefixLevel& above, std::span<const std::uint32_t> 
                                                                   : number(nw, table.apply(code, p));
                 }
                 out_next += letters;
-                ++index;
             }
     }
     out.start = number(above.start, start_point);

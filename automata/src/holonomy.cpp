@@ -774,7 +774,8 @@ Cascade holonomy_cascade(const Dfa& dfa, const Skeleton& sk, std::size_t state_l
         }
         actions.reserve(listed, d);
 
-        next_prefix_level(level, row_of, table, cascade.start[d], state_limit, dfa.name, "cascade", search, below);
+        // The last level's transitions are not needed: its tuples are the cascade states.
+        next_prefix_level(level, row_of, table, cascade.start[d], state_limit, dfa.name, "cascade", search, below, d + 1 < levels);
         tree.add_level(below);
         // Contexts of the new tuples, once per (context, point).
         extended.clear();

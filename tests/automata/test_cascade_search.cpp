@@ -306,4 +306,12 @@ TEST(PrefixSearch, LimitAndMarkedCodes) {
     EXPECT_EQ(l1.next[0 * 3 + 1], 0U);                                // (0, 0) on b: the identity row
     EXPECT_THROW(sa::next_prefix_level(l0, std::vector<std::uint32_t>{0, 1}, second, 0, 2, "t", "test", search, l1),
                  statetrack::LimitError);
+    // Without transitions: the same tuples, no next.
+    sa::PrefixLevel tuples_only;
+    sa::next_prefix_level(l0, std::vector<std::uint32_t>{0, 1}, second, 0, 10, "t", "test", search, tuples_only, false);
+    sa::next_prefix_level(l0, std::vector<std::uint32_t>{0, 1}, second, 0, 10, "t", "test", search, l1);
+    EXPECT_EQ(tuples_only.parent, l1.parent);
+    EXPECT_EQ(tuples_only.point, l1.point);
+    EXPECT_EQ(tuples_only.start, l1.start);
+    EXPECT_TRUE(tuples_only.next.empty());
 }

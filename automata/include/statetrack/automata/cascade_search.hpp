@@ -191,9 +191,10 @@ void PrefixTree::visit_in_order(Visit&& visit) const {
 // storage: from level d-1 (`above`, whose transitions have one column per table letter), the
 // table row of each tuple above (`row_of`), the start's point and the level's number of points.
 // A transition through a bad code becomes bad_tuple | k; a bad transition above stays as it is.
-// LimitError (origin, what) beyond `limit` tuples.
+// With `transitions` false, out.next is left empty (the last level of a construction needs the
+// tuples only). LimitError (origin, what) beyond `limit` tuples.
 void next_prefix_level(const PrefixLevel& above, std::span<const std::uint32_t> row_of, const ActionTable& table,
                        Point start_point, std::size_t limit, const std::string& origin, const std::string& what,
-                       PrefixSearch& search, PrefixLevel& out);
+                       PrefixSearch& search, PrefixLevel& out, bool transitions = true);
 
 }  // namespace statetrack::automata
