@@ -1,7 +1,9 @@
 #pragma once
 // Runs the built `statetrack` binary (STATETRACK_CLI) with shell-quoted arguments and collects its
-// exit code, stdout and stderr through files in a scratch folder. For the CLI end-to-end tests.
+// exit code, stdout and stderr through files in a scratch folder. The one helper of the CLI
+// end-to-end tests (tests/cli/test_cli_*.cpp).
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -23,10 +25,25 @@ inline std::string read_text(const std::filesystem::path& path) {
     return text.str();
 }
 
-// `args` is pasted into a shell command line after the binary; the output files are removed again.
-inline CliOutcome run_statetrack(const std::string& args, const std::filesystem::path& scratch) {
-    const auto out = scratch / ".stdout", err = scratch / ".stderr";
-    const int status = std::system(("'" STATETRACK_CLI "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "'").c_str());
+// `text` in single quotes for the shell (built by appending: GCC 12 warns falsely on "'" + string).
+inline std::string quoted(const std::string& text) {
+    std::string q(1, '\'');
+    q.append(text);
+    q.push_back('\'');
+    return q;
+}
+
+// `args` is pasted into a shell command line after the binary, `env` (e.g. "NAME=value") before
+// it. stdout and stderr go to files named after the process and the call (ctest runs tests in
+// parallel, possibly with one scratch folder), which are removed again.
+inline CliOutcome run_statetrack(const std::string& args, const std::filesystem::path& scratch,
+                                 const std::string& env = "") {
+    static int calls = 0;
+    const std::string stem = ".statetrack-" + std::to_string(::getpid()) + "-" + std::to_string(calls++);
+    const auto out = scratch / (stem + ".stdout"), err = scratch / (stem + ".stderr");
+    const std::string command =
+        env + " " + quoted(STATETRACK_CLI) + " " + args + " >" + quoted(out.string()) + " 2>" + quoted(err.string());
+    const int status = std::system(command.c_str());
     CliOutcome o{WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(out), read_text(err)};
     std::filesystem::remove(out);
     std::filesystem::remove(err);

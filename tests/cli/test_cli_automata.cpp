@@ -2,33 +2,22 @@
 // inputs of DESIGN.md: one line on stderr naming the file and the place, exit code 2, nothing written.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "run_statetrack.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 const std::string data_dir = STATETRACK_TEST_DATA "/dfa/";
 
-struct Result {
-    int code = -1;
-    std::string out, err;
-};
-
-std::string slurp(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
+using Result = statetrack::testing::CliOutcome;
+const auto slurp = statetrack::testing::read_text;
 
 class CliAutomata : public ::testing::Test {
 protected:
@@ -43,18 +32,7 @@ protected:
     }
     void TearDown() override { fs::remove_all(dir); }
 
-    Result run(const std::string& args) const {
-        const std::string command = std::string("'") + STATETRACK_CLI + "' " + args + " >'" + (dir / "stdout").string() +
-                                    "' 2>'" + (dir / "stderr").string() + "'";
-        const int status = std::system(command.c_str());
-        Result r;
-        r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        r.out = slurp(dir / "stdout");
-        r.err = slurp(dir / "stderr");
-        fs::remove(dir / "stdout");
-        fs::remove(dir / "stderr");
-        return r;
-    }
+    Result run(const std::string& args) const { return statetrack::testing::run_statetrack(args, dir); }
 
     std::string write(const std::string& name, const std::string& text) const {
         std::ofstream(dir / name) << text;

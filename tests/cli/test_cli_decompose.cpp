@@ -4,27 +4,17 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "run_statetrack.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Output {
-    int code = -1;
-    std::string out, err;
-};
-
-std::string read_all(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
+using statetrack::testing::quoted;
+using statetrack::testing::read_text;
 
 class CliDecompose : public ::testing::Test {
 protected:
@@ -39,25 +29,10 @@ protected:
     }
     void TearDown() override { fs::remove_all(dir); }
 
-    Output decompose(const std::string& args) const {
-        const std::string command = std::string("'") + STATETRACK_CLI + "' decompose " + args + " >'" +
-                                    (dir / "out").string() + "' 2>'" + (dir / "err").string() + "'";
-        const int status = std::system(command.c_str());
-        Output r;
-        r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        r.out = read_all(dir / "out");
-        r.err = read_all(dir / "err");
-        return r;
+    statetrack::testing::CliOutcome decompose(const std::string& args) const {
+        return statetrack::testing::run_statetrack("decompose " + args, dir);
     }
 };
-
-// Shell-quoted path (built with append: GCC 12 warns falsely on "'" + std::string).
-std::string quoted(const std::string& path) {
-    std::string q(1, '\'');
-    q.append(path);
-    q.push_back('\'');
-    return q;
-}
 
 std::vector<std::size_t> points(const nlohmann::json& j) {
     std::vector<std::size_t> p;
@@ -105,7 +80,7 @@ TEST_F(CliDecompose, CascadeFileAndBannedMethod) {
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["method"], "banned");
     EXPECT_EQ(points(j), (std::vector<std::size_t>{4, 3, 2}));
-    const auto doc = nlohmann::json::parse(read_all(file));
+    const auto doc = nlohmann::json::parse(read_text(file));
     EXPECT_EQ(doc["format"], "statetrack.cascade/1");
     EXPECT_EQ(doc["method"], "banned");
     EXPECT_EQ(doc["levels"].size(), 3U);

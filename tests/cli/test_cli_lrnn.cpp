@@ -5,12 +5,11 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "run_statetrack.hpp"
 #include "statetrack/automata/dfa.hpp"
 #include "statetrack/automata/formats.hpp"
 #include "statetrack/automata/zoo.hpp"
@@ -20,25 +19,9 @@ namespace {
 namespace fs = std::filesystem;
 namespace automata = statetrack::automata;
 using nlohmann::json;
-
-struct Output {
-    int code = -1;
-    std::string out, err;
-};
-
-std::string read_all(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-std::string quoted(const std::string& text) {
-    std::string q(1, '\'');
-    q.append(text);
-    q.push_back('\'');
-    return q;
-}
+using Output = statetrack::testing::CliOutcome;
+using statetrack::testing::quoted;
+using statetrack::testing::read_text;
 
 std::string example(const char* file) { return std::string(STATETRACK_SOURCE_DIR) + "/examples/" + file; }
 
@@ -54,16 +37,7 @@ protected:
     }
     void TearDown() override { fs::remove_all(dir); }
 
-    Output cli(const std::string& args) const {
-        const std::string command =
-            quoted(STATETRACK_CLI) + " " + args + " >" + quoted((dir / "out").string()) + " 2>" + quoted((dir / "err").string());
-        const int status = std::system(command.c_str());
-        Output r;
-        r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        r.out = read_all(dir / "out");
-        r.err = read_all(dir / "err");
-        return r;
-    }
+    Output cli(const std::string& args) const { return statetrack::testing::run_statetrack(args, dir); }
     std::string path(const char* name) const { return (dir / name).string(); }
 
     // Compiles `dfa` to model.json and returns the parsed --json summary.
@@ -102,7 +76,7 @@ TEST_F(CliLrnn, CompileWritesACertifiedModelAndSummarizesIt) {
     EXPECT_EQ(j["check"]["closure"]["pairs"], 6);
     EXPECT_TRUE(j["counterexample"].is_null());
     EXPECT_TRUE(j["written"]);
-    const json model = json::parse(read_all(path("model.json")));
+    const json model = json::parse(read_text(path("model.json")));
     EXPECT_EQ(model["format"], "statetrack.lrnn/1");
 
     // Human text names the check and the file.
@@ -206,7 +180,7 @@ TEST_F(CliLrnn, BadWordsAndOptionsExitTwoNamingThePlace) {
 
 TEST_F(CliLrnn, BadModelsExitTwoNamingTheFileAndPlace) {
     compile("zoo:parity");
-    json model = json::parse(read_all(path("model.json")));
+    json model = json::parse(read_text(path("model.json")));
     expect_one_line_naming(cli("run " + quoted(path("missing.json")) + " --word 1"), "missing.json");
     {
         std::ofstream(path("broken.json")) << "{\"format\": \"statetrack.lrnn/1\", ";

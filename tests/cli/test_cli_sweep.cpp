@@ -2,35 +2,25 @@
 // (flag and Slurm variables), failures, the summary table, bad specs.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "run_statetrack.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-struct Result {
-    int code;
-    std::string out, err;
-};
-
-std::string slurp(const fs::path& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
+using Result = statetrack::testing::CliOutcome;
+const auto slurp = statetrack::testing::read_text;
 
 fs::path scratch() {
     const fs::path dir = fs::temp_directory_path() / ("statetrack_cli_sweep_" + std::to_string(::getpid()));
@@ -39,12 +29,7 @@ fs::path scratch() {
 }
 
 Result run(const std::string& args, const std::string& env = "") {
-    static int calls = 0;
-    const fs::path out = scratch() / ("call" + std::to_string(calls) + ".out"), err = scratch() / ("call" + std::to_string(calls) + ".err");
-    ++calls;
-    const std::string command = env + " " + std::string(STATETRACK_CLI) + " " + args + " >" + out.string() + " 2>" + err.string();
-    const int status = std::system(command.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+    return statetrack::testing::run_statetrack(args, scratch(), env);
 }
 
 fs::path write_spec(const std::string& name, const json& spec) {

@@ -1,48 +1,25 @@
 // End-to-end: `statetrack train` and `statetrack eval` as a user runs them, including bad input.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "run_statetrack.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-    int code;
-    std::string out, err;
-};
+using Result = statetrack::testing::CliOutcome;
+const auto slurp = statetrack::testing::read_text;
 
-std::string slurp(const fs::path& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-Result run(const std::string& args) {
-    const fs::path dir = fs::temp_directory_path();
-    // one pair of files per process and call: ctest runs these tests in parallel
-    static int calls = 0;
-    const std::string stem = "statetrack_cli_train_" + std::to_string(::getpid()) + "_" + std::to_string(calls++);
-    const fs::path out = dir / (stem + ".out"), err = dir / (stem + ".err");
-    const std::string command = std::string(STATETRACK_CLI) + " " + args + " >" + out.string() + " 2>" + err.string();
-    const int status = std::system(command.c_str());
-    Result result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-    fs::remove(out);
-    fs::remove(err);
-    return result;
-}
+Result run(const std::string& args) { return statetrack::testing::run_statetrack(args, fs::temp_directory_path()); }
 
 fs::path fresh_dir(const std::string& name) {
     const fs::path dir = fs::temp_directory_path() / ("statetrack_cli_train_" + name);
