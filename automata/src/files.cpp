@@ -17,6 +17,32 @@
 
 namespace statetrack {
 
+namespace {
+
+namespace fs = std::filesystem;
+
+// Set during static initialisation, before main: when this process started.
+const fs::file_time_type process_start = fs::file_time_type::clock::now();
+
+// A process killed during a write leaves its temporary ".NAME.tmpXXXXXXXX" behind (never under the
+// final name). After a successful write of NAME, its temporaries last modified before this process
+// started are such leftovers (a write in progress keeps touching its own): removed, best effort.
+void remove_stale_temporaries(const fs::path& dir, const std::string& name) {
+    const std::string prefix = "." + name + ".tmp";
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string file = it->path().filename().string();
+        if (file.size() != prefix.size() + 8 || file.compare(0, prefix.size(), prefix) != 0 ||
+            file.find_first_not_of("0123456789abcdef", prefix.size()) != std::string::npos)
+            continue;
+        std::error_code e;
+        const fs::file_time_type written = fs::last_write_time(it->path(), e);
+        if (!e && written < process_start && it->is_regular_file(e)) fs::remove(it->path(), e);
+    }
+}
+
+}  // namespace
+
 std::string read_text_file(const std::string& path) {
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) throw InputError(path, "", "no such file");
@@ -33,7 +59,6 @@ std::string read_text_file(const std::string& path) {
 }
 
 void write_file_atomically(const std::string& path, const std::string& contents) {
-    namespace fs = std::filesystem;
     const fs::path target(path);
     const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
     std::error_code ec;
@@ -64,6 +89,7 @@ void write_file_atomically(const std::string& path, const std::string& contents)
         ::unlink(tmp.c_str());
         throw InputError(path, "", fmt::format("cannot rename into place: {}", std::strerror(err)));
     }
+    remove_stale_temporaries(dir, target.filename().string());
 }
 
 }  // namespace statetrack

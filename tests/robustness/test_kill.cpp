@@ -1,10 +1,11 @@
-// Nothing lost (issue 8): `statetrack train` and `statetrack compile` are killed with SIGKILL at
+// Nothing lost (issue 8): `statetrack train`, `compile` and `verify -o` are killed with SIGKILL at
 // random moments (fixed seed); every output file on disk must then be the old complete version or
-// the new complete one, and `train --resume` must continue to the same weights as a run that was
-// never interrupted. Delays are fractions of the measured length of an uninterrupted run, so the
+// the new complete one, `train --resume` must continue to the same weights as a run that was never
+// interrupted, and the next complete write removes the temporaries that kills left behind. Delays are fractions of the measured length of an uninterrupted run, so the
 // test adapts to slow machines and sanitizer builds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "statetrack/automata/error.hpp"
+#include "statetrack/automata/files.hpp"
 #include "statetrack/gpu/checkpoint.hpp"
 
 namespace {
@@ -87,6 +89,20 @@ std::vector<std::string> unexpected_files(const fs::path& dir, const std::vector
         if (!known) out.push_back(file);
     }
     return out;
+}
+
+// Names in dir that start like a write_file_atomically temporary of `name`.
+std::vector<std::string> temporaries_of(const fs::path& dir, const std::string& name) {
+    std::vector<std::string> out;
+    for (const auto& entry : fs::directory_iterator(dir))
+        if (entry.path().filename().string().rfind("." + name + ".tmp", 0) == 0) out.push_back(entry.path().filename());
+    return out;
+}
+
+// A file with these contents, last modified at `when`.
+void plant(const fs::path& path, fs::file_time_type when) {
+    std::ofstream(path) << "partial";
+    fs::last_write_time(path, when);
 }
 
 std::vector<nlohmann::json> json_lines(const std::string& text) {
@@ -215,6 +231,76 @@ TEST(KillCompile, TheModelFileIsTheOldOrTheNewOne) {
     }
     EXPECT_GE(kills, 5u);
     EXPECT_GE(saw_old, 1u);
+    fs::remove_all(dir);
+}
+
+TEST(KillVerify, TheCertificateIsTheOldOrTheNewOne) {
+    // verify of the S_5 word problem (120 states and letters) runs long enough to be hit mid-way.
+    const fs::path dir = scratch("verify");
+    const fs::path model = dir / "model.json", out = dir / "certificate.json", old_copy = dir / "old.json",
+                   fresh = dir / "reference.json";
+    ASSERT_EQ(run_cli({"compile", "zoo:symreg:5", "-o", model.string()}), 0);
+    const std::vector<std::string> verify = {"verify", model.string(), "--against", "zoo:symreg:5", "-o"};
+    auto with_output = [&](const fs::path& path, std::vector<std::string> extra = {}) {
+        std::vector<std::string> a = verify;
+        a.push_back(path.string());
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    ASSERT_EQ(run_cli(with_output(old_copy, {"--precisions", "fp64"})), 0);
+    const auto t0 = Clock::now();
+    ASSERT_EQ(run_cli(with_output(fresh)), 0);
+    const auto full = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0);
+    const std::string old_certificate = contents(old_copy), new_certificate = contents(fresh);
+    ASSERT_NE(old_certificate, new_certificate);
+    EXPECT_TRUE(nlohmann::json::parse(new_certificate)["passed"].get<bool>());
+
+    std::mt19937_64 rng(1122);
+    std::size_t kills = 0, saw_old = 0, saw_new = 0;
+    for (int round = 0; round < 10; ++round) {
+        fs::copy_file(old_copy, out, fs::copy_options::overwrite_existing);
+        const auto delay = std::chrono::microseconds(std::int64_t(full.count() * (1.1 * double(rng() % 1000) / 1000)));
+        kills += run_and_kill(with_output(out), delay);
+        const std::string now = contents(out);
+        EXPECT_TRUE(now == old_certificate || now == new_certificate) << "round " << round << ": " << now.size() << " bytes";
+        saw_old += now == old_certificate, saw_new += now == new_certificate;
+        EXPECT_TRUE(unexpected_files(dir, {"certificate.json", "model.json", "old.json", "reference.json"}).empty());
+    }
+    EXPECT_GE(kills, 5u);
+    EXPECT_GE(saw_old, 1u);
+
+    // The next complete run removes what killed writes left: the kills' own temporaries, if one
+    // landed inside a write, and one planted as if it had.
+    plant(dir / ".certificate.json.tmp0badf00d", fs::file_time_type::clock::now() - std::chrono::hours(1));
+    ASSERT_EQ(run_cli(with_output(out)), 0);
+    EXPECT_EQ(contents(out), new_certificate);
+    EXPECT_EQ(temporaries_of(dir, "certificate.json"), std::vector<std::string>{});
+    fs::remove_all(dir);
+}
+
+TEST(AtomicWrite, RemovesOnlyStaleTemporariesOfTheFileItWrote) {
+    const fs::path dir = scratch("stale");
+    const auto before = fs::file_time_type::clock::now() - std::chrono::hours(1);
+    const auto after = fs::file_time_type::clock::now() + std::chrono::hours(1);
+    // Leftovers of killed writes of cert.json: older than this process. Removed.
+    plant(dir / ".cert.json.tmp0badf00d", before);
+    plant(dir / ".cert.json.tmpdeadbeef", before);
+    // Kept: a write of cert.json in progress (touched since this process started), another file's
+    // leftover, and names that only look like temporaries.
+    const std::vector<std::string> kept = {".cert.json.tmp12345678", ".other.json.tmp0badf00d", ".cert.json.tmp0badf00",
+                                           ".cert.json.tmp0BADF00D", "cert.json.tmp0badf00d", ".cert.json.tmp0badf00d0"};
+    plant(dir / kept[0], after);
+    for (std::size_t i = 1; i < kept.size(); ++i) plant(dir / kept[i], before);
+
+    write_file_atomically((dir / "cert.json").string(), "new\n");
+    EXPECT_EQ(contents(dir / "cert.json"), "new\n");
+    std::vector<std::string> left;
+    for (const auto& entry : fs::directory_iterator(dir)) left.push_back(entry.path().filename());
+    std::sort(left.begin(), left.end());
+    std::vector<std::string> expected = kept;
+    expected.push_back("cert.json");
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(left, expected);
     fs::remove_all(dir);
 }
 
