@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "statetrack/automata/error.hpp"
+#include "statetrack/lrnn/flat_map.hpp"
 #include "statetrack/lrnn/integer_eval.hpp"
 #include "statetrack/lrnn/scalars.hpp"
 #include "statetrack/lrnn/state_set.hpp"
@@ -234,43 +235,6 @@ std::string certified_message(std::size_t pairs) {
     return fmt::format("all {} reachable (DFA state, network state) pairs agree: correct for every length", pairs);
 }
 
-// An open-addressing map from 64-bit keys to 32-bit values (the closure's per-layer step memo).
-class StepMemo {
-public:
-    std::uint32_t* find(std::uint64_t key) {
-        const std::size_t slot = locate(key);
-        return keys_[slot] == key ? &values_[slot] : nullptr;
-    }
-    void insert(std::uint64_t key, std::uint32_t value) {
-        if (2 * (count_ + 1) > keys_.size()) grow();
-        const std::size_t slot = locate(key);
-        count_ += keys_[slot] != key;
-        keys_[slot] = key, values_[slot] = value;
-    }
-
-private:
-    static constexpr std::uint64_t empty = std::numeric_limits<std::uint64_t>::max();
-    std::size_t locate(std::uint64_t key) const {
-        std::uint64_t h = key * 0x9e3779b97f4a7c15ull;
-        std::size_t slot = (h ^ (h >> 29)) & (keys_.size() - 1);
-        while (keys_[slot] != empty && keys_[slot] != key) slot = (slot + 1) & (keys_.size() - 1);
-        return slot;
-    }
-    void grow() {
-        std::vector<std::uint64_t> keys(keys_.size() * 2, empty);
-        std::vector<std::uint32_t> values(keys.size());
-        keys.swap(keys_), values.swap(values_);
-        for (std::size_t i = 0; i < keys.size(); ++i)
-            if (keys[i] != empty) {
-                const std::size_t slot = locate(keys[i]);
-                keys_[slot] = keys[i], values_[slot] = values[i];
-            }
-    }
-    std::vector<std::uint64_t> keys_ = std::vector<std::uint64_t>(1024, empty);
-    std::vector<std::uint32_t> values_ = std::vector<std::uint32_t>(1024);
-    std::size_t count_ = 0;
-};
-
 // The closure of exact_closure over integer networks. Each layer's states (output symbol, hidden
 // vector) are interned, and a pair is [DFA state, one state number per layer]. A layer's next state
 // depends only on its state and its input letter, so each (state, input letter) is stepped once
@@ -282,7 +246,9 @@ ClosureResult integer_closure(const IntegerNetwork& p, const Network& net, const
     const bool shift = net.wiring == Wiring::shift;
     std::vector<SparseStateSet<std::int32_t>> states;       // per layer: [output, hidden...]
     std::vector<std::vector<std::uint32_t>> output_of(layers);  // per layer, per state: its output symbol
-    std::vector<StepMemo> memo(layers);                     // per layer: (state << 32 | input letter) -> next state
+    std::vector<FlatMap64> memo(layers);                    // per layer: (state << 32 | input letter) -> next state
+    std::vector<std::vector<std::uint64_t>> recent(layers);  // per layer, per (state, token class): input letter << 32 | next state
+    const std::size_t classes = p.classes;
     std::vector<std::int32_t> buffer;
     auto intern = [&](std::size_t l, const std::int32_t* layer_state) {
         const auto [id, inserted] = states[l].insert(layer_state);
@@ -310,19 +276,30 @@ ClosureResult integer_closure(const IntegerNetwork& p, const Network& net, const
             for (std::size_t l = 0; l < layers; ++l) {
                 const std::uint32_t upstream = l == 0 ? 0 : output_of[l - 1][std::uint32_t((shift ? current : next)[l])];
                 const std::size_t input = input_letter(net, p.classes, l, upstream, a);
-                const std::uint64_t key = std::uint64_t(std::uint32_t(current[1 + l])) << 32 | input;
-                if (const std::uint32_t* known = memo[l].find(key)) {
-                    next[1 + l] = std::int32_t(*known);
+                const auto id = std::uint32_t(current[1 + l]);
+                // Direct-mapped first: slot (state, token class) remembers its last input letter and
+                // result (in a cascade the input letter is a function of these two); else the map.
+                const std::size_t slot = std::size_t(id) * classes + (net.token_class.empty() ? a : net.token_class[a]);
+                if (recent[l].size() <= slot) recent[l].resize(std::max(2 * recent[l].size(), slot + 1), FlatMap64::no_key);
+                if (recent[l][slot] >> 32 == input) {
+                    next[1 + l] = std::int32_t(std::uint32_t(recent[l][slot]));
                     continue;
                 }
-                buffer.resize(states[l].width());
-                states[l].get(std::uint32_t(current[1 + l]), buffer.data());
-                const auto out = step_integer_layer(p, l, buffer.data() + 1, input);
-                if (!out) throw IntegerOverflow{};
-                buffer[0] = std::int32_t(*out);
-                const std::uint32_t id = intern(l, buffer.data());
-                memo[l].insert(key, id);
-                next[1 + l] = std::int32_t(id);
+                const std::uint64_t key = std::uint64_t(id) << 32 | input;
+                std::uint32_t result = 0;
+                if (const std::uint32_t* known = memo[l].find(key)) {
+                    result = *known;
+                } else {
+                    buffer.resize(states[l].width());
+                    states[l].get(id, buffer.data());
+                    const auto out = step_integer_layer(p, l, buffer.data() + 1, input);
+                    if (!out) throw IntegerOverflow{};
+                    buffer[0] = std::int32_t(*out);
+                    result = intern(l, buffer.data());
+                    memo[l].insert(key, result);
+                }
+                recent[l][slot] = std::uint64_t(input) << 32 | result;
+                next[1 + l] = std::int32_t(result);
             }
             const std::uint32_t symbol = output_of[layers - 1][std::uint32_t(next[layers])];
             if (!agrees(net, dfa, q, symbol, true, options.check_states)) {

@@ -16,6 +16,7 @@
 #include <unordered_set>
 
 #include "numeric.hpp"
+#include "statetrack/lrnn/flat_map.hpp"
 #include "statetrack/automata/decompose.hpp"
 #include "statetrack/automata/error.hpp"
 
@@ -350,11 +351,11 @@ struct PrefixLevel {
     std::vector<Coordinates> tuples;
     std::vector<std::uint32_t> parent;
     std::vector<std::uint32_t> children;
-    std::unordered_map<std::uint64_t, std::uint32_t> index;  // (parent << 32 | point) -> tuple
+    FlatMap64 index;  // (parent << 32 | point) -> tuple
     std::vector<std::uint32_t> next;
     std::uint32_t find(std::uint32_t parent_tuple, automata::Point point) const {
-        const auto it = index.find(std::uint64_t(parent_tuple) << 32 | point);
-        return it == index.end() ? no_tuple : it->second;
+        const std::uint32_t* t = index.find(std::uint64_t(parent_tuple) << 32 | point);
+        return t ? *t : no_tuple;
     }
     static constexpr std::uint32_t no_tuple = std::numeric_limits<std::uint32_t>::max();
 };
@@ -383,24 +384,26 @@ PrefixLevel reachable_prefixes(const Cascade& c, std::size_t i, const PrefixLeve
     const Coordinates start_above(c.start.begin(), c.start.begin() + long(i));
     std::uint32_t root = 0;
     if (i > 0) root = std::uint32_t(std::lower_bound(above.tuples.begin(), above.tuples.end(), start_above) - above.tuples.begin());
-    std::set<std::pair<std::uint32_t, Point>> seen{{root, c.start[i]}};
-    std::deque<std::pair<std::uint32_t, Point>> queue{{root, c.start[i]}};
-    while (!queue.empty()) {
-        const auto [parent, point] = queue.front();
-        queue.pop_front();
+    // Breadth first over (parent tuple, point), deduplicated by a flat set; then sorted, which is
+    // lexicographic order as the parents are.
+    std::vector<std::pair<std::uint32_t, Point>> seen{{root, c.start[i]}};
+    FlatMap64 known;
+    known.insert(std::uint64_t(root) << 32 | c.start[i], 0);
+    for (std::size_t n = 0; n < seen.size(); ++n)
         for (std::size_t k = 0; k < classes; ++k) {
-            const auto next = successor(parent, point, k);
-            if (seen.insert(next).second) {
-                if (seen.size() > automata::default_cascade_state_limit)
+            const auto next = successor(seen[n].first, seen[n].second, k);
+            if (known.insert(std::uint64_t(next.first) << 32 | next.second, 0).second) {
+                if (seen.size() >= automata::default_cascade_state_limit)
                     throw LimitError(origin, "cascade", "more reachable cascade states than the limit");
-                queue.push_back(next);
+                seen.push_back(next);
             }
         }
-    }
-    PrefixLevel level;  // std::set's order is (parent, point): lexicographic, as parents are
+    std::sort(seen.begin(), seen.end());
+    PrefixLevel level;
     level.children.assign(above.tuples.size() + 1, 0);
+    level.tuples.reserve(seen.size());
     for (const auto& [parent, point] : seen) {
-        level.index.emplace(std::uint64_t(parent) << 32 | point, std::uint32_t(level.tuples.size()));
+        level.index.insert(std::uint64_t(parent) << 32 | point, std::uint32_t(level.tuples.size()));
         Coordinates t = i == 0 ? Coordinates{} : above.tuples[parent];
         t.push_back(point);
         level.tuples.push_back(std::move(t));

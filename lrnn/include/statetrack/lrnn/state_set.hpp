@@ -17,6 +17,10 @@ template <class Int>
 class SparseStateSet {
 public:
     explicit SparseStateSet(std::size_t width) : width_(width), table_(1024, empty) { start_.push_back(0); }
+    SparseStateSet(const SparseStateSet&) = default;
+    SparseStateSet(SparseStateSet&&) noexcept = default;
+    SparseStateSet& operator=(const SparseStateSet&) = default;
+    SparseStateSet& operator=(SparseStateSet&&) noexcept = default;
 
     std::size_t width() const { return width_; }
     std::size_t size() const { return start_.size() - 1; }
@@ -24,18 +28,30 @@ public:
     // Inserts the dense vector x (width() slots): its number, and whether it was new.
     std::pair<std::uint32_t, bool> insert(const Int* x) {
         key_.clear();
-        for (std::size_t i = 0; i < width_; ++i)
+        std::size_t i = 0;
+        for (; i + 8 <= width_; i += 8) {  // mostly zeros: test eight slots at once (vectorizes)
+            Int any = 0;
+            for (std::size_t j = 0; j < 8; ++j) any |= x[i + j];
+            if (any == 0) continue;
+            for (std::size_t j = i; j < i + 8; ++j)
+                if (x[j] != 0) key_.push_back(Int(j)), key_.push_back(x[j]);
+        }
+        for (; i < width_; ++i)
             if (x[i] != 0) key_.push_back(Int(i)), key_.push_back(x[i]);
         if (2 * (size() + 1) > table_.size()) grow();
         const std::uint64_t h = hash(key_.data(), key_.size());
+        const std::uint64_t print = h & ~std::uint64_t(0xffffffff);  // compared before the stored vector is read
         for (std::size_t slot = h & (table_.size() - 1);; slot = (slot + 1) & (table_.size() - 1)) {
-            const std::uint32_t n = table_[slot];
-            if (n == empty) {
-                table_[slot] = std::uint32_t(size());
+            const std::uint64_t entry = table_[slot];
+            if (entry == empty) {
+                const auto n = std::uint32_t(size());
+                table_[slot] = print | n;
                 data_.insert(data_.end(), key_.begin(), key_.end());
                 start_.push_back(data_.size());
-                return {table_[slot], true};
+                return {n, true};
             }
+            if ((entry & ~std::uint64_t(0xffffffff)) != print) continue;
+            const auto n = std::uint32_t(entry);
             const std::size_t length = start_[n + 1] - start_[n];
             if (length == key_.size() && std::equal(key_.begin(), key_.end(), data_.begin() + long(start_[n]))) return {n, false};
         }
@@ -48,26 +64,27 @@ public:
     }
 
 private:
-    static constexpr std::uint32_t empty = std::numeric_limits<std::uint32_t>::max();
+    static constexpr std::uint64_t empty = std::numeric_limits<std::uint64_t>::max();
     static std::uint64_t hash(const Int* key, std::size_t length) {
         std::uint64_t h = 0x9e3779b97f4a7c15ull ^ length;
         for (std::size_t i = 0; i < length; ++i) h = (h ^ std::uint64_t(key[i])) * 0xff51afd7ed558ccdull, h ^= h >> 32;
         return h;
     }
     void grow() {
-        std::vector<std::uint32_t> table(table_.size() * 2, empty);
-        for (std::uint32_t n : table_) {
-            if (n == empty) continue;
+        std::vector<std::uint64_t> table(table_.size() * 2, empty);
+        for (std::uint64_t entry : table_) {
+            if (entry == empty) continue;
+            const auto n = std::uint32_t(entry);
             std::size_t slot = hash(data_.data() + start_[n], start_[n + 1] - start_[n]) & (table.size() - 1);
             while (table[slot] != empty) slot = (slot + 1) & (table.size() - 1);
-            table[slot] = n;
+            table[slot] = entry;
         }
         table_.swap(table);
     }
     std::size_t width_;
     std::vector<Int> data_;                // every vector's (slot, value) pairs, vector after vector
     std::vector<std::size_t> start_;       // vector n is data_[start_[n] .. start_[n + 1])
-    std::vector<std::uint32_t> table_;     // open addressing over vector numbers, load below one half
+    std::vector<std::uint64_t> table_;     // open addressing: (high half of the hash, vector number); load below one half
     std::vector<Int> key_;                 // scratch
 };
 
