@@ -6,7 +6,7 @@
 #   speedup  results/specs/gpu-speedup.json once with CUDA_VISIBLE_DEVICES=0, once on every GPU
 #   paper    gpu-parity, gpu-mod3, gpu-modarith (the reproduction, in that order of priority)
 #   ext      gpu-word-problems, gpu-mlregtest (the extension)
-#   long     gpu-mod3-long
+#   long     gpu-mod3-long, gpu-parity-long, gpu-modarith-long (5000 steps)
 # GPU use is sampled every second (nvidia-smi) for the whole call. Run folders live in STUDY_WORK
 # (default /tmp/study), so a later call on the same warm machine resumes them (finished runs are
 # skipped). At the end every run's JSON and logs, without checkpoints, are packed into
@@ -86,7 +86,9 @@ for step in "${steps[@]}"; do
       sweep word-problems "$specs/gpu-word-problems.json" 160
       ;;
     long)
-      sweep mod3-long "$specs/gpu-mod3-long.json" 400
+      sweep mod3-long "$specs/gpu-mod3-long.json" 200
+      sweep parity-long "$specs/gpu-parity-long.json" 220
+      sweep modarith-long "$specs/gpu-modarith-long.json" 260
       ;;
     *) note "unknown step $step" ;;
   esac
