@@ -7,7 +7,7 @@
 #   paper    gpu-parity, gpu-mod3, gpu-modarith (the reproduction, in that order of priority)
 #   ext      gpu-word-problems, gpu-mlregtest (the extension)
 #   long     gpu-mod3-long, gpu-parity-long, gpu-modarith-long (5000 steps)
-#   more     gpu-parity-lrs (the paper's other learning rates), gpu-word-problems-long (S3, A5, 5000 steps)
+#   more     gpu-parity-lrs, gpu-mod3-lrs (the paper's other learning rates), gpu-word-problems-long (S3, A5, 5000 steps)
 # GPU use is sampled every second (nvidia-smi) for the whole call. Run folders live in STUDY_WORK
 # (default /tmp/study), so a later call on the same warm machine resumes them (finished runs are
 # skipped). At the end every run's JSON and logs, without checkpoints, are packed into
@@ -93,6 +93,7 @@ for step in "${steps[@]}"; do
       ;;
     more)
       sweep parity-lrs "$specs/gpu-parity-lrs.json" 150
+      sweep mod3-lrs "$specs/gpu-mod3-lrs.json" 150
       sweep word-problems-long "$specs/gpu-word-problems-long.json" 200
       ;;
     *) note "unknown step $step" ;;
