@@ -1,7 +1,11 @@
 // The element-wise, normalisation, loss and optimizer kernels of the CUDA backend. Each mirrors
 // one building block of cpu_backend.cpp; the formulas are the same, only the loops are threads.
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "kernels.cuh"
 
@@ -77,7 +81,142 @@ __global__ void embed_backward_global_kernel(const std::int32_t* tokens, const f
     atomicAdd(&dtable[std::size_t(tokens[i / d]) * d + i % d], dx[i]);
 }
 
-// One warp per (row, group).
+// ---- RMSNorm, vectorised: one warp per row, lane l holds the float4 columns 4 (l + 32 k), k < CH
+// (d_model 128: one float4 per lane). A group is either the whole row or a run of `seg` lanes (a
+// power of two dividing 32), summed by shuffles with strides < seg. The per-element index work
+// of the warp-per-(row, group) kernels below (64-bit divisions, scalar loads) kept them at 82-88%
+// SM busy, far from the bandwidth floor (ncu, 2026-11-22). ----
+constexpr int row_warps = 8;            // warps per block
+constexpr unsigned max_row_chunks = 4;  // float4 per lane: rows up to 512 columns
+constexpr int norm_blocks_per_sm = 3;   // the backward's blocks per SM (registers capped to fit)
+
+struct RowShape {
+    unsigned quads;  // float4 per row
+    unsigned seg;    // lanes per group, or 0: one group per row
+    unsigned group;  // columns per group
+    unsigned groups; // groups per row
+};
+
+__device__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+// The gain lies in the parameter buffer, whose tensors are not 16-byte aligned.
+__device__ float4 load4_unaligned(const float* p) { return make_float4(p[0], p[1], p[2], p[3]); }
+
+// part[k]: this lane's term of chunk k's group; afterwards the group's sum.
+template <int CH>
+__device__ void group_sums(float (&part)[CH], unsigned seg) {
+    if (seg == 0) {
+        float s = part[0];
+#pragma unroll
+        for (int k = 1; k < CH; ++k) s += part[k];
+        s = warp_sum(s);
+#pragma unroll
+        for (int k = 0; k < CH; ++k) part[k] = s;
+    } else {
+#pragma unroll
+        for (int k = 0; k < CH; ++k)
+            for (unsigned st = seg / 2; st >= 1; st /= 2) part[k] += __shfl_xor_sync(full_mask, part[k], st);
+    }
+}
+__device__ unsigned group_of(unsigned quad, const RowShape& s) { return s.seg ? quad / s.seg : 0; }
+
+template <int CH>
+__global__ void rmsnorm_forward_rows_kernel(const float* __restrict__ x, const float* __restrict__ g,
+                                            float* __restrict__ y, float* __restrict__ rinv, float* __restrict__ copy,
+                                            unsigned rows, RowShape s) {
+    const unsigned row = blockIdx.x * row_warps + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= rows) return;  // the whole warp
+    const std::size_t at = std::size_t(row) * s.quads * 4;
+    float4 v[CH];
+    float part[CH];
+#pragma unroll
+    for (int k = 0; k < CH; ++k) {
+        const unsigned i = lane + 32 * k;
+        v[k] = i < s.quads ? load4(x + at + 4 * i) : make_float4(0, 0, 0, 0);
+        part[k] = v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+    }
+    group_sums(part, s.seg);
+#pragma unroll
+    for (int k = 0; k < CH; ++k) {
+        const unsigned i = lane + 32 * k;
+        if (i >= s.quads) break;
+        const float r = 1.0f / sqrtf(part[k] / float(s.group) + norm_eps);
+        if (s.seg ? lane % s.seg == 0 : i == 0) rinv[std::size_t(row) * s.groups + group_of(i, s)] = r;
+        const float4 gk = load4_unaligned(g + 4 * i), xk = v[k];
+        store4(y + at + 4 * i, make_float4(gk.x * xk.x * r, gk.y * xk.y * r, gk.z * xk.z * r, gk.w * xk.w * r));
+        if (copy) store4(copy + at + 4 * i, xk);
+    }
+}
+
+// dx (+)= r g dy - x r^3 sum(g dy x) / group, and the gain gradient dy x r summed over the block's
+// rows in registers and shared memory: one atomic per column per block (the separate column-sum
+// kernel read x and dy a second time). One wave of blocks (as many as fit at once), warps striding
+// over the rows: no tail wave, and few atomics.
+template <int CH>
+__global__ void __launch_bounds__(row_warps * 32, norm_blocks_per_sm)
+    rmsnorm_backward_rows_kernel(const float* __restrict__ x, const float* __restrict__ g,
+                                 const float* __restrict__ rinv, const float* __restrict__ dy, float* __restrict__ dx,
+                                 float* __restrict__ dg, unsigned rows, RowShape s, bool accumulate) {
+    __shared__ float4 partial[row_warps][32 * CH];
+    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float4 gain[CH], acc[CH];
+#pragma unroll
+    for (int k = 0; k < CH; ++k) {
+        const unsigned i = lane + 32 * k;
+        gain[k] = i < s.quads ? load4_unaligned(g + 4 * i) : make_float4(0, 0, 0, 0);
+        acc[k] = make_float4(0, 0, 0, 0);
+    }
+    for (unsigned row = blockIdx.x * row_warps + warp; row < rows; row += gridDim.x * row_warps) {
+        const std::size_t at = std::size_t(row) * s.quads * 4;
+        float4 xv[CH], dv[CH];
+        float part[CH], r[CH];
+#pragma unroll
+        for (int k = 0; k < CH; ++k) {
+            const unsigned i = lane + 32 * k;
+            const bool in = i < s.quads;
+            xv[k] = in ? load4(x + at + 4 * i) : make_float4(0, 0, 0, 0);
+            dv[k] = in ? load4(dy + at + 4 * i) : make_float4(0, 0, 0, 0);
+            r[k] = in ? rinv[std::size_t(row) * s.groups + group_of(i, s)] : 0.0f;
+            const float4 gk = gain[k];
+            part[k] = gk.x * dv[k].x * xv[k].x + gk.y * dv[k].y * xv[k].y + gk.z * dv[k].z * xv[k].z +
+                      gk.w * dv[k].w * xv[k].w;
+        }
+        group_sums(part, s.seg);
+#pragma unroll
+        for (int k = 0; k < CH; ++k) {
+            const unsigned i = lane + 32 * k;
+            if (i >= s.quads) break;
+            const float rk = r[k], dot = part[k], n = float(s.group);
+            const float4 gk = gain[k], xk = xv[k], dk = dv[k];
+            float4 out = make_float4(rk * gk.x * dk.x - xk.x * rk * rk * rk * dot / n,
+                                     rk * gk.y * dk.y - xk.y * rk * rk * rk * dot / n,
+                                     rk * gk.z * dk.z - xk.z * rk * rk * rk * dot / n,
+                                     rk * gk.w * dk.w - xk.w * rk * rk * rk * dot / n);
+            if (accumulate) {
+                const float4 old = load4(dx + at + 4 * i);
+                out = make_float4(old.x + out.x, old.y + out.y, old.z + out.z, old.w + out.w);
+            }
+            store4(dx + at + 4 * i, out);
+            acc[k].x += dk.x * xk.x * rk, acc[k].y += dk.y * xk.y * rk;
+            acc[k].z += dk.z * xk.z * rk, acc[k].w += dk.w * xk.w * rk;
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < CH; ++k) partial[warp][lane + 32 * k] = acc[k];
+    __syncthreads();
+    for (unsigned i = threadIdx.x; i < s.quads; i += blockDim.x) {
+        float4 sum = partial[0][i];
+        for (int w = 1; w < row_warps; ++w) {
+            const float4 p = partial[w][i];
+            sum.x += p.x, sum.y += p.y, sum.z += p.z, sum.w += p.w;
+        }
+        atomicAdd(&dg[4 * i], sum.x), atomicAdd(&dg[4 * i + 1], sum.y);
+        atomicAdd(&dg[4 * i + 2], sum.z), atomicAdd(&dg[4 * i + 3], sum.w);
+    }
+}
+
+// The general layouts (a width or group that is not a multiple of 4, as an LSTM's odd d_model,
+// or rows wider than 512): one warp per (row, group).
 __global__ void rmsnorm_forward_kernel(const float* x, const float* g, float* y, float* rinv, float* copy,
                                        std::size_t rows, std::size_t width, std::size_t group) {
     const std::size_t groups = width / group;
@@ -142,68 +281,173 @@ __global__ void add_bias_kernel(float* y, const float* bias, std::size_t rows, s
     if (i < rows * cols) y[i] += bias[i % cols];
 }
 
-// One block per row n (position t = n mod T of its word), threads over the channels: no 64-bit
-// division per element (the thread-per-element versions spent more time on index arithmetic
-// than on memory: 86% SM busy at 1.1 TB/s in the ncu profile of 2026-11-22). Taps stay inside
-// the word (t - K + 1 + j >= 0).
-__device__ float conv_at(const float* x, const float* w, std::size_t n, unsigned t, unsigned c, unsigned C, unsigned K) {
-    float acc = 0;
-    for (unsigned j = 0; j < K; ++j)
-        if (t + j + 1 >= K) acc += w[c * K + j] * x[(n + j + 1 - K) * C + c];
-    return acc;
-}
-
-__global__ void conv_silu_forward_kernel(const float* x, const float* w, float* y, unsigned T, unsigned C, unsigned K) {
-    const std::size_t n = blockIdx.x;
-    const unsigned t = unsigned(n % T);
-    for (unsigned c = threadIdx.x; c < C; c += blockDim.x) y[n * C + c] = siluf(conv_at(x, w, n, t, c, C, K));
-}
-__global__ void conv_silu_gate_kernel(const float* x, const float* w, float* dy, unsigned T, unsigned C, unsigned K) {
-    const std::size_t n = blockIdx.x;
-    const unsigned t = unsigned(n % T);
-    for (unsigned c = threadIdx.x; c < C; c += blockDim.x) dy[n * C + c] *= silu_gradf(conv_at(x, w, n, t, c, C, K));
-}
-// dx[n][c] = sum_j w[c][j] g[n + K - 1 - j][c] for taps inside the word.
-__global__ void conv_input_grad_kernel(const float* w, const float* g, float* dx, unsigned T, unsigned C, unsigned K) {
-    const std::size_t n = blockIdx.x;
-    const unsigned t = unsigned(n % T);
-    for (unsigned c = threadIdx.x; c < C; c += blockDim.x) {
-        float acc = 0;
-        for (unsigned j = 0; j < K; ++j)
-            if (t + K - 1 - j < T) acc += w[c * K + j] * g[(n + K - 1 - j) * C + c];
-        dx[n * C + c] = acc;
-    }
-}
-// Each block sums reduce_chunk rows for every (channel, tap), the K taps in registers (at most
-// max_taps), one pass over the rows; then one atomic per (channel, tap).
+// ---- Causal depthwise conv + SiLU. A thread walks one channel of one word over a span of up to
+// conv_span_steps positions with the last K - 1 inputs (and, backward, gated gradients) in
+// registers: each input is read once (plus a K - 1 halo per span), warps read 32 consecutive
+// channels of a row. The backward is one kernel: the SiLU gate, the input gradient (which needs
+// the gates K - 1 steps ahead, so a span recomputes them past its end) and the tap gradient summed
+// in registers, then over the block's spans in shared memory, then one atomic per (channel, tap)
+// per block. (The four row-per-block kernels before read the activations 3.5x over: 754 us of a
+// 3.56 ms step at T = 40, ncu 2026-11-22.) Taps outside the word multiply a zero, which adds
+// exactly nothing: the sums are those of the CPU reference's skipping loop, term for term. ----
+constexpr unsigned conv_channels = 32;    // blockDim.x
+constexpr unsigned conv_items = 16;       // blockDim.y: (word, span) pairs per block
+constexpr unsigned conv_span_steps = 32;  // longest span
 constexpr unsigned max_taps = 8;
-__global__ void conv_weight_grad_kernel(const float* x, const float* g, float* dw, std::size_t rows, unsigned T,
-                                        unsigned C, unsigned K) {
-    const std::size_t begin = std::size_t(blockIdx.y) * reduce_chunk, end = min(rows, begin + reduce_chunk);
-    const unsigned t0 = unsigned(begin % T);
-    for (unsigned c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
-        float acc[max_taps] = {};
-        unsigned t = t0;
-        for (std::size_t n = begin; n < end; ++n) {
-            const float gn = g[n * C + c];
+
+struct ConvShape {
+    unsigned B, T, C;
+    unsigned spans;  // per word
+    unsigned span;   // positions per span
+};
+// This thread's channel c and span [t0, t1) of word b.
+struct ConvPlace {
+    unsigned c, b, t0, t1;
+    bool active;
+};
+__device__ ConvPlace conv_place(const ConvShape& s) {
+    ConvPlace p;
+    p.c = blockIdx.y * conv_channels + threadIdx.x;
+    const unsigned item = blockIdx.x * conv_items + threadIdx.y;
+    p.b = item / s.spans;
+    p.t0 = (item - p.b * s.spans) * s.span;
+    p.t1 = min(s.T, p.t0 + s.span);
+    p.active = p.c < s.C && p.b < s.B && p.t0 < s.T;
+    return p;
+}
+// Shifts `v` into the history (oldest first).
+template <int K>
+__device__ void push(float (&hist)[K], float v) {
 #pragma unroll
-            for (unsigned j = 0; j < max_taps; ++j)
-                if (j < K && t + j + 1 >= K) acc[j] += gn * x[(n + j + 1 - K) * C + c];
-            t = t + 1 == T ? 0 : t + 1;
-        }
+    for (int j = 0; j + 1 < K - 1; ++j) hist[j] = hist[j + 1];
+    if constexpr (K > 1) hist[K - 2] = v;
+}
+// sum_j w[j] x_{t-K+1+j}, with hist = x_{t-K+1..t-1}, in the reference's order.
+template <int K>
+__device__ float conv_sum(const float (&w)[K], const float (&hist)[K], float xt) {
+    float acc = 0;
 #pragma unroll
-        for (unsigned j = 0; j < max_taps; ++j)
-            if (j < K) atomicAdd(&dw[c * K + j], acc[j]);
+    for (int j = 0; j + 1 < K; ++j) acc += w[j] * hist[j];
+    return acc + w[K - 1] * xt;
+}
+
+// The channel's taps, and the K - 1 inputs before the span (zero before the word); returns the
+// word's first row.
+template <int K>
+__device__ std::size_t load_span_start(const float* x, const float* w, const ConvShape& s, const ConvPlace& p,
+                                       float (&wc)[K], float (&hist)[K]) {
+#pragma unroll
+    for (int j = 0; j < K; ++j) wc[j] = w[std::size_t(p.c) * K + j];
+    const std::size_t word = std::size_t(p.b) * s.T;
+#pragma unroll
+    for (int j = 0; j + 1 < K; ++j) {
+        const int t = int(p.t0) - (K - 1) + j;
+        if (t >= 0) hist[j] = x[(word + unsigned(t)) * s.C + p.c];
+    }
+    return word;
+}
+
+template <int K>
+__global__ void conv_silu_forward_kernel(const float* __restrict__ x, const float* __restrict__ w,
+                                         float* __restrict__ y, ConvShape s) {
+    const ConvPlace p = conv_place(s);
+    if (!p.active) return;
+    float wc[K], hist[K] = {};  // hist uses K - 1 entries
+    const std::size_t word = load_span_start<K>(x, w, s, p, wc, hist);
+    const float* xp = x + (word + p.t0) * s.C + p.c;
+    float* yp = y + (word + p.t0) * s.C + p.c;
+#pragma unroll 4
+    for (unsigned t = p.t0; t < p.t1; ++t, xp += s.C, yp += s.C) {
+        const float xt = *xp;
+        *yp = siluf(conv_sum<K>(wc, hist, xt));
+        push<K>(hist, xt);
     }
 }
 
-__global__ void swiglu_forward_kernel(const float* gu, float* h, std::size_t rows, std::size_t m) {
+// In: x (conv input), dy (gradient of the SiLU output). Out: dx, dw (+=).
+template <int K>
+__global__ void conv_silu_backward_kernel(const float* __restrict__ x, const float* __restrict__ w,
+                                          const float* __restrict__ dy, float* __restrict__ dx,
+                                          float* __restrict__ dw, ConvShape s) {
+    __shared__ float partial[conv_items][K][conv_channels];
+    const ConvPlace p = conv_place(s);
+    float tap[K] = {};  // this span's tap gradients
+    if (p.active) {
+        float wc[K], xh[K] = {}, gh[K] = {};  // histories of x and of the gated gradient (K - 1 used)
+        const std::size_t word = load_span_start<K>(x, w, s, p, wc, xh);
+        // dx_{t-K+1} = sum_j w[j] gate_{t-j}, once gate_t is known (the old kernel's order: j = 0 first)
+        auto emit = [&](unsigned t, float gt) {
+            if (t + 1 < p.t0 + K) return;
+            float acc = wc[0] * gt;
+#pragma unroll
+            for (int j = 1; j < K; ++j) acc += wc[j] * gh[K - 1 - j];
+            dx[(word + t + 1 - K) * s.C + p.c] = acc;
+        };
+        const unsigned inside = min(s.T, p.t1 + K - 1);  // gates the span's dx needs that exist
+        const float* xp = x + (word + p.t0) * s.C + p.c;
+        const float* dp = dy + (word + p.t0) * s.C + p.c;
+        unsigned t = p.t0;
+#pragma unroll 4
+        for (; t < inside; ++t, xp += s.C, dp += s.C) {
+            const float xt = *xp;
+            const float gt = *dp * silu_gradf(conv_sum<K>(wc, xh, xt));
+            if (t < p.t1) {
+#pragma unroll
+                for (int j = 0; j + 1 < K; ++j) tap[j] += gt * xh[j];
+                tap[K - 1] += gt * xt;
+            }
+            emit(t, gt);
+            push<K>(xh, xt);
+            push<K>(gh, gt);
+        }
+        for (; t < p.t1 + K - 1; ++t) {  // past the word's end: no gate
+            emit(t, 0.0f);
+            push<K>(gh, 0.0f);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < K; ++j) partial[threadIdx.y][j][threadIdx.x] = tap[j];
+    __syncthreads();
+    if (threadIdx.y < K && p.c < s.C) {
+        float sum = 0;
+        for (unsigned i = 0; i < conv_items; ++i) sum += partial[i][threadIdx.y][threadIdx.x];
+        atomicAdd(&dw[std::size_t(p.c) * K + threadIdx.y], sum);
+    }
+}
+
+// SwiGLU, a thread per float4 of h (m a multiple of 4): the row from one 32-bit division per
+// thread, not two 64-bit ones per element.
+struct SwigluShape {
+    unsigned quads;  // rows * m / 4
+    unsigned mq;     // m / 4
+};
+__global__ void swiglu_forward_kernel(const float* __restrict__ gu, float* __restrict__ h, SwigluShape s) {
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= s.quads) return;
+    const unsigned n = i / s.mq, q = i - n * s.mq;
+    const float* row = gu + std::size_t(n) * s.mq * 8 + 4 * q;
+    const float4 a = load4(row), u = load4(row + 4 * s.mq);
+    store4(h + 4 * std::size_t(i), make_float4(siluf(a.x) * u.x, siluf(a.y) * u.y, siluf(a.z) * u.z, siluf(a.w) * u.w));
+}
+__global__ void swiglu_backward_kernel(const float* __restrict__ gu, const float* __restrict__ dh,
+                                       float* __restrict__ dgu, SwigluShape s) {
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= s.quads) return;
+    const unsigned n = i / s.mq, q = i - n * s.mq;
+    const std::size_t at = std::size_t(n) * s.mq * 8 + 4 * q;
+    const float4 a = load4(gu + at), u = load4(gu + at + 4 * s.mq), d = load4(dh + 4 * std::size_t(i));
+    store4(dgu + at, make_float4(d.x * u.x * silu_gradf(a.x), d.y * u.y * silu_gradf(a.y), d.z * u.z * silu_gradf(a.z),
+                                 d.w * u.w * silu_gradf(a.w)));
+    store4(dgu + at + 4 * s.mq, make_float4(d.x * siluf(a.x), d.y * siluf(a.y), d.z * siluf(a.z), d.w * siluf(a.w)));
+}
+// Any m (not a multiple of 4): a thread per element.
+__global__ void swiglu_forward_scalar_kernel(const float* gu, float* h, std::size_t rows, std::size_t m) {
     const std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= rows * m) return;
     const std::size_t n = i / m, c = i % m;
     h[i] = siluf(gu[n * 2 * m + c]) * gu[n * 2 * m + m + c];
 }
-__global__ void swiglu_backward_kernel(const float* gu, const float* dh, float* dgu, std::size_t rows, std::size_t m) {
+__global__ void swiglu_backward_scalar_kernel(const float* gu, const float* dh, float* dgu, std::size_t rows, std::size_t m) {
     const std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= rows * m) return;
     const std::size_t n = i / m, c = i % m;
@@ -351,15 +595,73 @@ void embed_backward(const std::int32_t* tokens, const float* dx, float* dtable, 
     launched("embed_backward");
 }
 
+// Blocks of the RMSNorm backward that the device holds at once (its launch bounds guarantee
+// norm_blocks_per_sm; no occupancy query, which could load a module during graph capture).
+unsigned norm_backward_blocks() {
+    static const unsigned blocks = [] {
+        int device = 0, sms = 0;
+        cudaGetDevice(&device);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+        return unsigned(std::max(1, sms) * norm_blocks_per_sm);
+    }();
+    return blocks;
+}
+
+bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+constexpr std::size_t below_2_32 = std::size_t(1) << 32;
+
+// The layout the vectorised RMSNorm kernels take, if these rows have it (chunks: float4 per lane).
+bool vector_rows(std::size_t rows, std::size_t width, std::size_t group, std::initializer_list<const float*> arrays,
+                 RowShape& shape, unsigned& chunks) {
+    if (width % 4 || group % 4 || width / 4 > 32 * max_row_chunks || rows >= below_2_32 / 8) return false;
+    for (const float* p : arrays)
+        if (!aligned16(p)) return false;
+    const std::size_t group_quads = group / 4;
+    const bool whole = group == width;
+    if (!whole && (group_quads > 32 || (group_quads & (group_quads - 1)) != 0)) return false;
+    shape = {unsigned(width / 4), whole ? 0u : unsigned(group_quads), unsigned(group), unsigned(width / group)};
+    chunks = shape.quads <= 32 ? 1 : shape.quads <= 64 ? 2 : 4;
+    return true;
+}
+// Calls f(std::integral_constant<int, CH>) for chunks in 1, 2, 4.
+template <class F>
+void with_chunks(unsigned chunks, F&& f) {
+    if (chunks == 1) f(std::integral_constant<int, 1>{});
+    else if (chunks == 2) f(std::integral_constant<int, 2>{});
+    else f(std::integral_constant<int, 4>{});
+}
+
 void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, float* copy, std::size_t rows,
                      std::size_t width, std::size_t group, cudaStream_t stream) {
-    rmsnorm_forward_kernel<<<blocks_for(rows * (width / group) * 32), threads, 0, stream>>>(x, g, y, rinv, copy, rows,
-                                                                                           width, group);
+    RowShape shape{};
+    unsigned chunks = 0;
+    if (vector_rows(rows, width, group, {x, y, copy}, shape, chunks)) {
+        const unsigned blocks = unsigned((rows + row_warps - 1) / row_warps);
+        with_chunks(chunks, [&](auto ch) {
+            rmsnorm_forward_rows_kernel<decltype(ch)::value>
+                <<<blocks, row_warps * 32, 0, stream>>>(x, g, y, rinv, copy, unsigned(rows), shape);
+        });
+    } else {
+        rmsnorm_forward_kernel<<<blocks_for(rows * (width / group) * 32), threads, 0, stream>>>(x, g, y, rinv, copy,
+                                                                                               rows, width, group);
+    }
     launched("rmsnorm_forward");
 }
 
 void rmsnorm_backward(const float* x, const float* g, const float* rinv, const float* dy, float* dx, float* dg,
                       std::size_t rows, std::size_t width, std::size_t group, bool accumulate, cudaStream_t stream) {
+    RowShape shape{};
+    unsigned chunks = 0;
+    if (vector_rows(rows, width, group, {x, dy, dx}, shape, chunks)) {
+        with_chunks(chunks, [&](auto ch) {
+            constexpr int CH = decltype(ch)::value;
+            const unsigned blocks = std::min(norm_backward_blocks(), unsigned((rows + row_warps - 1) / row_warps));
+            rmsnorm_backward_rows_kernel<CH>
+                <<<blocks, row_warps * 32, 0, stream>>>(x, g, rinv, dy, dx, dg, unsigned(rows), shape, accumulate);
+        });
+        launched("rmsnorm_backward");
+        return;
+    }
     rmsnorm_backward_kernel<<<blocks_for(rows * (width / group) * 32), threads, 0, stream>>>(x, g, rinv, dy, dx, rows,
                                                                                             width, group, accumulate);
     launched("rmsnorm_backward");
@@ -367,32 +669,52 @@ void rmsnorm_backward(const float* x, const float* g, const float* rinv, const f
     launched("rmsnorm_gain");
 }
 
-// Rows per launch of the row-per-block kernels: gridDim.x allows 2^31 - 1.
-unsigned row_blocks(std::size_t rows) {
-    if (rows >= (std::size_t(1) << 31)) throw std::invalid_argument("too many rows for one launch");
-    return unsigned(rows);
+// Spans of at most conv_span_steps positions, as even as the word length allows; the grid: items
+// (word, span) in x (up to 2^31 - 1 blocks), channel blocks in y.
+ConvShape conv_shape(std::size_t B, std::size_t T, std::size_t C, std::size_t K) {
+    if (K < 1 || K > max_taps) throw std::invalid_argument("the CUDA convolutions take 1 to 8 taps");
+    const std::size_t spans = (T + conv_span_steps - 1) / conv_span_steps;
+    if (B * spans >= below_2_32 / 2 || C >= std::size_t(65535) * conv_channels || B * T >= below_2_32 / 2)
+        throw std::invalid_argument("convolution too large for the CUDA kernels");
+    return {unsigned(B), unsigned(T), unsigned(C), unsigned(spans), unsigned((T + spans - 1) / spans)};
 }
-void check_conv(std::size_t C, std::size_t K) {
-    if (K > max_taps || C >= (std::size_t(1) << 31) / K) throw std::invalid_argument("convolution too wide for the CUDA kernels");
+dim3 conv_grid(const ConvShape& s) {
+    const std::size_t items = std::size_t(s.B) * s.spans;
+    return dim3(unsigned((items + conv_items - 1) / conv_items), (s.C + conv_channels - 1) / conv_channels);
+}
+// Calls f(std::integral_constant<int, K>) for K in 1..max_taps.
+template <class F>
+void with_taps(std::size_t K, F&& f) {
+    switch (K) {
+        case 1: return f(std::integral_constant<int, 1>{});
+        case 2: return f(std::integral_constant<int, 2>{});
+        case 3: return f(std::integral_constant<int, 3>{});
+        case 4: return f(std::integral_constant<int, 4>{});
+        case 5: return f(std::integral_constant<int, 5>{});
+        case 6: return f(std::integral_constant<int, 6>{});
+        case 7: return f(std::integral_constant<int, 7>{});
+        default: return f(std::integral_constant<int, 8>{});
+    }
 }
 
 void conv_silu_forward(const float* x, const float* w, float* y, std::size_t B, std::size_t T, std::size_t C,
                        std::size_t K, cudaStream_t stream) {
-    check_conv(C, K);
-    conv_silu_forward_kernel<<<row_blocks(B * T), 128, 0, stream>>>(x, w, y, unsigned(T), unsigned(C), unsigned(K));
+    const ConvShape s = conv_shape(B, T, C, K);
+    with_taps(K, [&](auto k) {
+        conv_silu_forward_kernel<decltype(k)::value>
+            <<<conv_grid(s), dim3(conv_channels, conv_items), 0, stream>>>(x, w, y, s);
+    });
     launched("conv_silu_forward");
 }
 
-void conv_silu_backward(const float* x, const float* w, float* dy, float* dx, float* dw, std::size_t B,
+void conv_silu_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, std::size_t B,
                         std::size_t T, std::size_t C, std::size_t K, cudaStream_t stream) {
-    check_conv(C, K);
-    conv_silu_gate_kernel<<<row_blocks(B * T), 128, 0, stream>>>(x, w, dy, unsigned(T), unsigned(C), unsigned(K));
-    launched("conv_silu_gate");
-    conv_input_grad_kernel<<<row_blocks(B * T), 128, 0, stream>>>(w, dy, dx, unsigned(T), unsigned(C), unsigned(K));
-    launched("conv_input_grad");
-    conv_weight_grad_kernel<<<reduce_grid(B * T, C), threads, 0, stream>>>(x, dy, dw, B * T, unsigned(T), unsigned(C),
-                                                                          unsigned(K));
-    launched("conv_weight_grad");
+    const ConvShape s = conv_shape(B, T, C, K);
+    with_taps(K, [&](auto k) {
+        conv_silu_backward_kernel<decltype(k)::value>
+            <<<conv_grid(s), dim3(conv_channels, conv_items), 0, stream>>>(x, w, dy, dx, dw, s);
+    });
+    launched("conv_silu_backward");
 }
 
 void add_bias(float* y, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream) {
@@ -405,14 +727,31 @@ void column_sums(const float* y, float* out, std::size_t rows, std::size_t cols,
     launched("column_sums");
 }
 
+// The vectorised SwiGLU's shape, if m and the arrays allow it.
+bool swiglu_vector_shape(std::size_t rows, std::size_t m, std::initializer_list<const float*> arrays, SwigluShape& s) {
+    if (m % 4 || rows * m / 4 >= below_2_32) return false;
+    for (const float* p : arrays)
+        if (!aligned16(p)) return false;
+    s = {unsigned(rows * m / 4), unsigned(m / 4)};
+    return true;
+}
+
 void swiglu_forward(const float* gu, float* h, std::size_t rows, std::size_t m, cudaStream_t stream) {
-    swiglu_forward_kernel<<<blocks_for(rows * m), threads, 0, stream>>>(gu, h, rows, m);
+    SwigluShape s{};
+    if (swiglu_vector_shape(rows, m, {gu, h}, s))
+        swiglu_forward_kernel<<<blocks_for(s.quads), threads, 0, stream>>>(gu, h, s);
+    else
+        swiglu_forward_scalar_kernel<<<blocks_for(rows * m), threads, 0, stream>>>(gu, h, rows, m);
     launched("swiglu_forward");
 }
 
 void swiglu_backward(const float* gu, const float* dh, float* dgu, std::size_t rows, std::size_t m,
                      cudaStream_t stream) {
-    swiglu_backward_kernel<<<blocks_for(rows * m), threads, 0, stream>>>(gu, dh, dgu, rows, m);
+    SwigluShape s{};
+    if (swiglu_vector_shape(rows, m, {gu, dh, dgu}, s))
+        swiglu_backward_kernel<<<blocks_for(s.quads), threads, 0, stream>>>(gu, dh, dgu, s);
+    else
+        swiglu_backward_scalar_kernel<<<blocks_for(rows * m), threads, 0, stream>>>(gu, dh, dgu, rows, m);
     launched("swiglu_backward");
 }
 

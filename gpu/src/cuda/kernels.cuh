@@ -37,11 +37,11 @@ void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, floa
 void rmsnorm_backward(const float* x, const float* g, const float* rinv, const float* dy, float* dx, float* dg,
                       std::size_t rows, std::size_t width, std::size_t group, bool accumulate, cudaStream_t stream);
 
-// y[n][c] = silu(sum_j w[c][j] x[n - K + 1 + j][c]) within each word (causal depthwise conv).
+// y[n][c] = silu(sum_j w[c][j] x[n - K + 1 + j][c]) within each word (causal depthwise conv, K <= 8).
 void conv_silu_forward(const float* x, const float* w, float* y, std::size_t B, std::size_t T, std::size_t C,
                        std::size_t K, cudaStream_t stream);
-// In: dy (gradient of y; overwritten with the gradient of the conv output). Out: dx, dw (+=).
-void conv_silu_backward(const float* x, const float* w, float* dy, float* dx, float* dw, std::size_t B,
+// In: dy (gradient of y, left unchanged). Out: dx, dw (+=).
+void conv_silu_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, std::size_t B,
                         std::size_t T, std::size_t C, std::size_t K, cudaStream_t stream);
 
 // y[n][:] += bias; out[c] += sum_n y[n][c] (bias gradients).
