@@ -273,14 +273,22 @@ ClosureResult integer_closure(const IntegerNetwork& p, const Network& net, const
         for (Letter a : letters) {
             const State q = dfa.next(State(current[0]), a);
             next[0] = std::int32_t(q);
+            // Direct-mapped first: slot (state, token class) remembers its last input letter and
+            // result (in a cascade the input letter is a function of these two); else the map. The
+            // slots are known before any layer steps: fetch them all at once (one cache miss each,
+            // overlapped).
+            const std::size_t token_class = net.token_class.empty() ? a : net.token_class[a];
+            for (std::size_t l = 0; l < layers; ++l) {
+                const std::size_t slot = std::size_t(std::uint32_t(current[1 + l])) * classes + token_class;
+                if (recent[l].size() <= slot) recent[l].resize(std::max(2 * recent[l].size(), slot + 1), FlatMap64::no_key);
+                __builtin_prefetch(recent[l].data() + slot);
+                __builtin_prefetch(output_of[l].data() + std::uint32_t(current[1 + l]));
+            }
             for (std::size_t l = 0; l < layers; ++l) {
                 const std::uint32_t upstream = l == 0 ? 0 : output_of[l - 1][std::uint32_t((shift ? current : next)[l])];
                 const std::size_t input = input_letter(net, p.classes, l, upstream, a);
                 const auto id = std::uint32_t(current[1 + l]);
-                // Direct-mapped first: slot (state, token class) remembers its last input letter and
-                // result (in a cascade the input letter is a function of these two); else the map.
-                const std::size_t slot = std::size_t(id) * classes + (net.token_class.empty() ? a : net.token_class[a]);
-                if (recent[l].size() <= slot) recent[l].resize(std::max(2 * recent[l].size(), slot + 1), FlatMap64::no_key);
+                const std::size_t slot = std::size_t(id) * classes + token_class;
                 if (recent[l][slot] >> 32 == input) {
                     next[1 + l] = std::int32_t(std::uint32_t(recent[l][slot]));
                     continue;
