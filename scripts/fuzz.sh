@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # A libFuzzer campaign over the loaders (tests/fuzz). Usage:
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]      (default: 60 s each, every target)
+#   scripts/fuzz.sh bundle [DIR]     (default DIR: .fuzzbundle, ignored by git) builds every target
+#     and puts into DIR what a campaign needs on an x86-64 Linux without clang: bin/ (the targets),
+#     lib/ (the shared libraries they need beyond glibc and libstdc++: fmt, GMP, MPFR, MPFI), corpus/
+#     (seeds + regressions) and run.sh (tests/fuzz/campaign.sh): DIR/run.sh SECONDS PROCS OUTDIR.
 # Targets: dfa_json att lrnn word checkpoint. Environment: FUZZ_RUNS=N stops each target after N
 # inputs instead; FUZZ_PARALLEL=N runs N targets at once (default 1); FUZZ_FORK=N gives each target
 # N processes (libFuzzer -fork, which also goes on after a finding); STATETRACK_FUZZ_DIR picks the
@@ -12,18 +16,52 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${STATETRACK_FUZZ_DIR:-$root/build-fuzz}
+all_targets=(dfa_json att lrnn word checkpoint)
+
+configure() {
+  [ -f "$build/build.ninja" ] && return
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
+        -DSTATETRACK_FUZZ=ON -DSTATETRACK_WITH_CUDA=OFF -DSTATETRACK_BUILD_BENCH=OFF >&2
+}
+
+if [ "${1:-}" = bundle ]; then
+  dest=${2:-$root/.fuzzbundle}
+  if [ -z "${FUZZ_PREBUILT:-}" ]; then
+    configure
+    cmake --build "$build" -j "${STATETRACK_JOBS:-2}" --target $(printf 'fuzz_%s ' "${all_targets[@]}") >&2
+  fi
+  if [ "$dest" = "$root/.fuzzbundle" ]; then
+    exclude=$(git -C "$root" rev-parse --path-format=absolute --git-path info/exclude)
+    grep -qx '/.fuzzbundle/' "$exclude" 2>/dev/null || echo '/.fuzzbundle/' >>"$exclude"
+  fi
+  rm -rf "$dest"
+  mkdir -p "$dest/bin" "$dest/lib" "$dest/corpus"
+  for t in "${all_targets[@]}"; do
+    cp "$build/tests/fuzz/fuzz_$t" "$dest/bin/"
+    mkdir -p "$dest/corpus/$t"
+    cp "$root/tests/fuzz/corpus/$t/"* "$root/tests/fuzz/regressions/$t/"* "$dest/corpus/$t/" 2>/dev/null || true
+    rm -f "$dest/corpus/$t/README.md"
+    # Every shared library but the C runtime and libstdc++, which the target machine has (newer).
+    ldd "$build/tests/fuzz/fuzz_$t" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r lib; do
+      case $(basename "$lib") in
+        libc.so* | libm.so* | libstdc++.so* | libgcc_s.so* | libpthread.so* | libdl.so* | librt.so* | ld-linux*) ;;
+        *) cp -L "$lib" "$dest/lib/" ;;
+      esac
+    done
+  done
+  cp "$root/tests/fuzz/campaign.sh" "$dest/run.sh"
+  chmod +x "$dest/run.sh"
+  echo "bundle: $dest ($(du -sh "$dest" | cut -f1)); run: $dest/run.sh SECONDS PROCS_PER_TARGET OUTDIR" >&2
+  exit 0
+fi
+
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(dfa_json att lrnn word checkpoint)
+[ ${#targets[@]} -eq 0 ] && targets=("${all_targets[@]}")
 parallel=${FUZZ_PARALLEL:-1}
 
-if [ -n "${FUZZ_PREBUILT:-}" ]; then
-  :
-elif [ ! -f "$build/build.ninja" ]; then
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
-        -DSTATETRACK_FUZZ=ON -DSTATETRACK_WITH_CUDA=OFF -DSTATETRACK_BUILD_BENCH=OFF >&2
-fi
+[ -n "${FUZZ_PREBUILT:-}" ] || configure
 [ -n "${FUZZ_PREBUILT:-}" ] || cmake --build "$build" -j "${STATETRACK_JOBS:-2}" --target $(printf 'fuzz_%s ' "${targets[@]}") >&2
 
 run_target() {
