@@ -448,15 +448,20 @@ Skeleton holonomy_skeleton(const Dfa& dfa, std::size_t orbit_limit) {
     std::vector<std::vector<SetIndex>> by_size(sk.num_states + 1);
     for (SetIndex i = 0; i < N; ++i) by_size[sk.sizes[i]].push_back(i);
     auto set_bits = [&](SetIndex i) { return sk.bits.data() + std::size_t(i) * W; };
+    // The OR of a set's words: B inside A implies fold(B) inside fold(A), a one-word rejection.
+    std::vector<std::uint64_t> fold(N, 0);
+    for (SetIndex i = 0; i < N; ++i)
+        for (std::size_t w = 0; w < W; ++w) fold[i] |= sk.bits[std::size_t(i) * W + w];
+    auto inside = [&](SetIndex b, SetIndex a) { return (fold[b] & ~fold[a]) == 0 && is_subset(set_bits(b), set_bits(a), W); };
     for (auto& c : sk.classes) {
         const SetIndex rep = c.representative;
         if (sk.sizes[rep] < 2) continue;
         for (std::size_t size = sk.sizes[rep] - 1; size >= 1; --size)
             for (SetIndex b : by_size[size]) {
-                if (!is_subset(set_bits(b), set_bits(rep), W)) continue;
+                if (!inside(b, rep)) continue;
                 bool inside_tile = false;
                 for (SetIndex t : c.tiles)
-                    if (is_subset(set_bits(b), set_bits(t), W)) {
+                    if (inside(b, t)) {
                         inside_tile = true;
                         break;
                     }
