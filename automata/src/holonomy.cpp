@@ -810,11 +810,16 @@ Cascade holonomy_cascade(const Dfa& dfa, const Skeleton& sk, std::size_t state_l
         if (d + 1 < levels) {
             if (const std::uint32_t l = list_of_tuple[d + 1][u]; l != unlisted) cascade.levels[d + 1].actions.push_back(path, l);
         } else {
-            cascade.decode.emplace_hint(cascade.decode.end(), Coordinates(path.begin(), path.end()), decoded(u));
+            // In lexicographic order, so the first cascade state of each DFA state is its encoding.
+            const State q = decoded(u);
+            const auto it = cascade.decode.emplace_hint(cascade.decode.end(), Coordinates(path.begin(), path.end()), q);
+            cascade.encode.try_emplace(q, it->first);
         }
     });
-    if (levels == 0) cascade.decode.emplace(Coordinates{}, decoded(0));
-    fill_encode(cascade);
+    if (levels == 0) {
+        cascade.decode.emplace(Coordinates{}, decoded(0));
+        fill_encode(cascade);
+    }
     return cascade;
 }
 
