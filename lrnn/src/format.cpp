@@ -263,7 +263,8 @@ constexpr std::uint64_t max_indented_size = std::uint64_t(1) << 22;
 std::uint64_t stored_size(const Network& network) {
     std::uint64_t total = 0;
     for (const auto& layer : network.layers) {
-        total += layer.h0.size() + layer.input_transition.size() + layer.readout.outputs.size();
+        total += layer.h0.size() + layer.input_transition.size();
+        for (const auto& e : layer.readout.outputs) total += e.output != 0;  // what a re-read keeps: same layout again
         for (const auto& t : layer.transitions) {
             for (const auto& f : t.factors) total += 1 + f.v.entries.size();
             total += t.diagonal.size() + t.bias.size();
