@@ -323,7 +323,7 @@ bool step(const Network& net, const Compiled& c, const Layout& layout, std::int6
 
 }  // namespace
 
-IntegerClosure integer_closure(const Network& net, const Dfa& dfa, std::size_t max_pairs, bool keep_states) {
+IntegerClosure integer_closure(const Network& net, const Dfa& dfa, std::size_t max_pairs, const HiddenVisitor& visit) {
     lrnn::check_same_alphabet(net, dfa);
     IntegerClosure result;
     const Compiled c = compile(net);
@@ -394,19 +394,20 @@ IntegerClosure integer_closure(const Network& net, const Dfa& dfa, std::size_t m
     result.pairs = nodes.size();
     result.complete = result.certified = true;
     result.message = fmt::format("all {} reachable (DFA state, network state) pairs agree: correct for every length", result.pairs);
-    if (keep_states) {
-        result.hidden.resize(result.pairs);
+    if (visit) {
+        std::vector<std::vector<double>> hidden(c.layers.size());
         for (std::size_t i = 0; i < result.pairs; ++i) {
             nodes.get(std::uint32_t(i), current.data());
             for (std::size_t l = 0; l < c.layers.size(); ++l) {
                 const std::int64_t* h = current.data() + layout.offset[l];
                 if (c.layers[l].angle) {
                     const double angle = double(h[0]) * M_PI / double(c.n);
-                    result.hidden[i].push_back({std::cos(angle), std::sin(angle)});
+                    hidden[l] = {std::cos(angle), std::sin(angle)};
                 } else {
-                    result.hidden[i].emplace_back(h, h + c.layers[l].width);
+                    hidden[l].assign(h, h + c.layers[l].width);
                 }
             }
+            visit(hidden);
         }
     }
     return result;

@@ -190,26 +190,34 @@ double to_double(const T& x) {
     }
 }
 
-// Largest state norm and smallest readout margin over reachable hidden states given as doubles
-// (per node, per layer).
-Scale scale_from(const Network& net, const std::vector<std::vector<std::vector<double>>>& hidden) {
-    Scale sc;
-    std::vector<std::vector<std::vector<double>>> anchors(net.layers.size());
-    for (std::size_t l = 0; l < net.layers.size(); ++l)
-        for (const auto& a : net.layers[l].readout.anchors) {
-            std::vector<double> v;
-            for (const auto& x : a) v.push_back(x.approx);
-            anchors[l].push_back(std::move(v));
-        }
-    for (const auto& node : hidden) {
+// Largest state norm and smallest readout margin over reachable hidden states given as doubles,
+// one state (per layer, its hidden vector) at a time: large closures stream them.
+struct ScaleAccumulator {
+    const Network& net;
+    std::vector<std::vector<std::vector<double>>> anchors;
+    Scale scale;
+    explicit ScaleAccumulator(const Network& n) : net(n), anchors(n.layers.size()) {
+        for (std::size_t l = 0; l < net.layers.size(); ++l)
+            for (const auto& a : net.layers[l].readout.anchors) {
+                std::vector<double> v;
+                for (const auto& x : a) v.push_back(x.approx);
+                anchors[l].push_back(std::move(v));
+            }
+    }
+    void add(const std::vector<std::vector<double>>& node) {
         double norm2 = 0;
         for (std::size_t l = 0; l < node.size(); ++l) {
             for (double x : node[l]) norm2 += x * x;
-            sc.margin = std::min(sc.margin, layer_margin(net.layers[l], node[l], anchors[l]));
+            scale.margin = std::min(scale.margin, layer_margin(net.layers[l], node[l], anchors[l]));
         }
-        sc.max_norm = std::max(sc.max_norm, std::sqrt(norm2));
+        scale.max_norm = std::max(scale.max_norm, std::sqrt(norm2));
     }
-    return sc;
+};
+
+Scale scale_from(const Network& net, const std::vector<std::vector<std::vector<double>>>& hidden) {
+    ScaleAccumulator acc(net);
+    for (const auto& node : hidden) acc.add(node);
+    return acc.scale;
 }
 
 template <class T>
@@ -513,14 +521,16 @@ VerifyResult verify(const Network& net, const Dfa& dfa, const VerifyOptions& opt
     Scale scale;
     ExactCertificate& e = result.exact;
     say("exact closure");
-    const IntegerClosure ic = integer_closure(net, dfa, options.exact_max_pairs, true);
+    ScaleAccumulator integer_scale(net);
+    const IntegerClosure ic = integer_closure(net, dfa, options.exact_max_pairs,
+                                              [&](const std::vector<std::vector<double>>& node) { integer_scale.add(node); });
     if (ic.applicable && !ic.ideal) {
         e.method = "integer closure";
         e.complete = ic.complete;
         e.certified = ic.certified;
         e.pairs = ic.pairs;
         e.counterexample = ic.counterexample;
-        scale = scale_from(net, ic.hidden);
+        scale = integer_scale.scale;
     } else if (ic.applicable) {
         // The ideal model closes exactly on angles; the stored decimals get the interval orbit.
         say("angle closure (ideal model) and interval orbit (256 bits, stored model)");
@@ -544,7 +554,7 @@ VerifyResult verify(const Network& net, const Dfa& dfa, const VerifyOptions& opt
                                                 automata::format_word(dfa, *ic.counterexample));
         }
         if (!e.counterexample && stored.counterexample) e.counterexample = stored.counterexample;
-        scale = scale_from(net, ic.hidden);
+        scale = integer_scale.scale;
         scale.margin = std::min(scale.margin, stored.margin);
     } else {
         lrnn::ClosureOptions co;

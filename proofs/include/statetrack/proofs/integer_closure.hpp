@@ -12,6 +12,7 @@
 // It is the same closure as lrnn::exact_closure (same pairs, same shortest counterexample) without
 // rationals or text keys: fast enough for all 1,470 MLRegTest cascades.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,13 +32,13 @@ struct IntegerClosure {
     std::string message;      // why not applicable, or what was found
     unsigned angle_denominator = 0;  // N of the angle layers (angles are k pi / N)
     double recognition_error = 0;    // largest |stored - ideal| over the recognised entries
-    // Every reachable pair, for margins: per node, per layer, the hidden vector (angle layers:
-    // (cos, sin) of the angle).
-    std::vector<std::vector<std::vector<double>>> hidden;
 };
 
-// keep_states: fill `hidden` (costs memory on large closures).
+// Every reachable pair's hidden state, for margins: per layer, the hidden vector (angle layers:
+// (cos, sin) of the angle). Called once per pair after a complete closure, so that a 10^5-pair
+// closure of a 4,000-dimensional cascade needs no per-pair copy.
+using HiddenVisitor = std::function<void(const std::vector<std::vector<double>>&)>;
 IntegerClosure integer_closure(const lrnn::Network& network, const automata::Dfa& dfa, std::size_t max_pairs = 2'000'000,
-                               bool keep_states = false);
+                               const HiddenVisitor& visit = {});
 
 }  // namespace statetrack::proofs
