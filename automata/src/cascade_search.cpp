@@ -185,43 +185,68 @@ void next_prefix_level(const PrefixLevel& above, std::span<const std::uint32_t> 
 
     // Discovery in sweeps over the tuples above in increasing order rather than breadth-first:
     // the level above is then read nearly sequentially. A pair found for a tuple not yet passed is
-    // expanded in the same sweep; one found behind the sweep waits for the next.
+    // expanded in the same sweep; one found behind the sweep waits for the next. When sweeps have
+    // become sparse (a long chain of steps backwards would cost one sweep each), the rest goes
+    // through a worklist.
     std::size_t found = 0;
-    auto reach = [&](std::uint32_t w, Point p, std::size_t sweep_word) {
+    auto reach = [&](std::uint32_t w, Point p) {  // true when w becomes pending
         std::uint64_t* slot = slots.data() + std::size_t(w) * stride;
         const std::uint64_t bit = std::uint64_t(1) << (p % 64);
         if (slot[p / 64] & bit) return false;
         slot[p / 64] |= bit;
         slot[words + p / 64] |= bit;
-        pending[w / 64] |= std::uint64_t(1) << (w % 64);
         ++found;
-        return w / 64 < sweep_word;
+        std::uint64_t& flag = pending[w / 64];
+        const std::uint64_t w_bit = std::uint64_t(1) << (w % 64);
+        const bool newly = !(flag & w_bit);
+        flag |= w_bit;
+        return newly;
     };
-    reach(above.start, start_point, 0);
+    // Expands the new points of w (whose pending flag the caller cleared); on_pending(nw) for each
+    // tuple that becomes pending.
+    auto expand = [&](std::uint32_t w, auto&& on_pending) {
+        const std::uint32_t* next = above_next + std::size_t(w) * letters;
+        const std::uint32_t* row = codes + std::size_t(rows_of[w]) * letters;
+        std::uint64_t* fresh = slots.data() + std::size_t(w) * stride + words;
+        for (std::size_t k = 0; k < words; ++k) {
+            const std::uint64_t bits = fresh[k];
+            fresh[k] = 0;
+            for (std::uint64_t y = bits; y; y &= y - 1) {
+                const auto p = Point(k * 64 + std::size_t(std::countr_zero(y)));
+                for (std::size_t a = 0; a < letters; ++a) {
+                    const std::uint32_t nw = next[a], code = row[a];
+                    if ((nw & PrefixLevel::bad_tuple) || ActionTable::is_bad(code)) continue;
+                    if (reach(nw, table.apply(code, p))) on_pending(nw);
+                }
+            }
+        }
+        if (found > limit) throw LimitError(origin, what, fmt::format("more than {} reachable cascade states", limit));
+    };
+    reach(above.start, start_point);
     bool again = true;
+    std::size_t scanned = 0, expanded = 0;  // flag words read by the sweeps, tuples expanded
     while (again) {
         again = false;
+        scanned += pending.size();
         for (std::size_t j = 0; j < pending.size(); ++j)
             for (std::uint64_t x; (x = pending[j]) != 0;) {
                 pending[j] = x & (x - 1);
-                const auto w = std::uint32_t(j * 64 + std::size_t(std::countr_zero(x)));
-                const std::uint32_t* next = above_next + std::size_t(w) * letters;
-                const std::uint32_t* row = codes + std::size_t(rows_of[w]) * letters;
-                std::uint64_t* fresh = slots.data() + std::size_t(w) * stride + words;
-                for (std::size_t k = 0; k < words; ++k) {
-                    const std::uint64_t bits = fresh[k];
-                    fresh[k] = 0;
-                    for (std::uint64_t y = bits; y; y &= y - 1) {
-                        const auto p = Point(k * 64 + std::size_t(std::countr_zero(y)));
-                        for (std::size_t a = 0; a < letters; ++a) {
-                            const std::uint32_t nw = next[a], code = row[a];
-                            if ((nw & PrefixLevel::bad_tuple) || ActionTable::is_bad(code)) continue;
-                            again |= reach(nw, table.apply(code, p), j);
-                        }
-                    }
-                }
-                if (found > limit) throw LimitError(origin, what, fmt::format("more than {} reachable cascade states", limit));
+                ++expanded;
+                expand(std::uint32_t(j * 64 + std::size_t(std::countr_zero(x))),
+                       [&](std::uint32_t nw) { again = again || nw / 64 < j; });
             }
+        if (again && scanned > 8 * expanded + 4096) {  // the sweeps cost more than the work they do
+            auto& work = search.work;
+            work.clear();
+            for (std::size_t j = 0; j < pending.size(); ++j)
+                for (std::uint64_t x = pending[j]; x; x &= x - 1) work.push_back(std::uint32_t(j * 64 + std::size_t(std::countr_zero(x))));
+            for (std::size_t i = 0; i < work.size(); ++i) {
+                const std::uint32_t w = work[i];
+                pending[w / 64] &= ~(std::uint64_t(1) << (w % 64));
+                expand(w, [&](std::uint32_t nw) { work.push_back(nw); });
+            }
+            break;
+        }
     }
 
     // Numbers: the pairs of the tuples before (kept in the slot's second half, now empty), plus

@@ -283,6 +283,37 @@ TEST(PrefixTree, LevelsWalksAndFinds) {
     EXPECT_EQ(again.find(cascade.decode.rbegin()->first), std::uint32_t(cascade.decode.size() - 1));
 }
 
+TEST(PrefixSearch, LongChainBackwardsFinishesThroughTheWorklist) {
+    // A level above of n tuples and one letter that walks one chain through all of them, each step
+    // 64 tuples back (into the previous word of the sweep's flags): every step goes behind the
+    // sweep (one sweep per step would cost n^2 / 64 word reads), so the search switches to its
+    // worklist. Level below: one point, kept by the identity.
+    const std::uint32_t n = 64 * 1600, columns = n / 64;
+    std::vector<std::uint32_t> chain(n);  // chain[k]: the k-th tuple of the walk
+    for (std::uint32_t k = 0; k < n; ++k) chain[k] = (n - 1) - 64 * (k % columns) - k / columns;
+    sa::PrefixLevel above;
+    above.parent.assign(n, 0);
+    above.point.resize(n);
+    above.next.resize(n);
+    for (std::uint32_t k = 0; k < n; ++k) {
+        above.point[chain[k]] = chain[k];
+        above.next[chain[k]] = chain[k + 1 < n ? k + 1 : k];
+    }
+    above.start = chain[0];
+    const sa::ActionTable table(1, 1);
+    sa::PrefixSearch search;
+    sa::PrefixLevel below;
+    sa::next_prefix_level(above, std::vector<std::uint32_t>(n, 0), table, 0, n, "t", "test", search, below);
+    ASSERT_EQ(below.size(), n);
+    EXPECT_EQ(below.start, n - 1);
+    for (std::uint32_t u = 0; u < n; ++u) {
+        EXPECT_EQ(below.parent[u], u);
+        ASSERT_EQ(below.next[u], above.next[u]);  // one point per tuple: the numbers are the tuples'
+    }
+    EXPECT_THROW(sa::next_prefix_level(above, std::vector<std::uint32_t>(n, 0), table, 0, n - 1, "t", "test", search, below),
+                 statetrack::LimitError);
+}
+
 TEST(PrefixSearch, LimitAndMarkedCodes) {
     // second_to_last: two tuples on level 0, four on level 1.
     const auto c = second_to_last_cascade();

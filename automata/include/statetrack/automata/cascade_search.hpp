@@ -122,7 +122,7 @@ private:
 struct PrefixSearch {
     std::vector<std::uint64_t> rows;    // one row of point bits per tuple above
     std::vector<std::uint64_t> queue;   // (tuple above << 32) | point, in discovery order
-    std::vector<std::uint32_t> before;  // reached pairs in the rows before each tuple above
+    std::vector<std::uint32_t> work;    // tuples above to expand, when sweeps have become sparse
 };
 
 // The reachable prefixes of every level as a tree: tuple u of level d has a point and a parent
