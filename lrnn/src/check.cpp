@@ -293,9 +293,11 @@ ClosureResult integer_closure(const IntegerNetwork& p, const Network& net, const
                     next[1 + l] = std::int32_t(std::uint32_t(recent[l][slot]));
                     continue;
                 }
+                // The map only backs slots that have seen two input letters (never, in a cascade).
+                const bool conflict = recent[l][slot] != FlatMap64::no_key;
                 const std::uint64_t key = std::uint64_t(id) << 32 | input;
                 std::uint32_t result = 0;
-                if (const std::uint32_t* known = memo[l].find(key)) {
+                if (const std::uint32_t* known = conflict ? memo[l].find(key) : nullptr) {
                     result = *known;
                 } else {
                     buffer.resize(states[l].width());
@@ -304,7 +306,10 @@ ClosureResult integer_closure(const IntegerNetwork& p, const Network& net, const
                     if (!out) throw IntegerOverflow{};
                     buffer[0] = std::int32_t(*out);
                     result = intern(l, buffer.data());
-                    memo[l].insert(key, result);
+                    if (conflict) {
+                        memo[l].insert(key, result);
+                        memo[l].insert(std::uint64_t(id) << 32 | (recent[l][slot] >> 32), std::uint32_t(recent[l][slot]));  // keep the evicted one
+                    }
                 }
                 recent[l][slot] = std::uint64_t(input) << 32 | result;
                 next[1 + l] = std::int32_t(result);

@@ -37,6 +37,24 @@ Dfa second_to_last_four_letters() {
     return d;
 }
 
+// Whole-state breadth-first search with exact rationals: the number of reachable pairs.
+std::size_t pairs_by_whole_states(const Network& net, const Dfa& dfa) {
+    const PreparedNetwork<Rational> prepared = prepare<Rational>(net);
+    std::set<std::string> seen{state_key(dfa.start, initial_state(prepared))};
+    std::deque<std::pair<automata::State, NetworkState<Rational>>> queue{{dfa.start, initial_state(prepared)}};
+    while (!queue.empty()) {
+        auto [q, s] = queue.front();
+        queue.pop_front();
+        for (Letter a = 0; a < dfa.num_letters(); ++a) {
+            NetworkState<Rational> t = s;
+            step(prepared, t, a);
+            const automata::State r = dfa.next(q, a);
+            if (seen.insert(state_key(r, t)).second) queue.emplace_back(r, std::move(t));
+        }
+    }
+    return seen.size();
+}
+
 std::string error_place(const std::string& text) {
     try {
         read_network_json(text, "m.json");
@@ -210,20 +228,7 @@ TEST(Closure, StepMemoReachesTheSamePairsAsWholeRationalStates) {
         const Network net = compile_dfa(dfa, {Construction::cascade});
         const ClosureResult closure = exact_closure(net, dfa);
         ASSERT_TRUE(closure.certified) << closure.message;
-        const PreparedNetwork<Rational> prepared = prepare<Rational>(net);
-        std::set<std::string> seen{state_key(dfa.start, initial_state(prepared))};
-        std::deque<std::pair<automata::State, NetworkState<Rational>>> queue{{dfa.start, initial_state(prepared)}};
-        while (!queue.empty()) {
-            auto [q, s] = queue.front();
-            queue.pop_front();
-            for (Letter a = 0; a < dfa.num_letters(); ++a) {
-                NetworkState<Rational> t = s;
-                step(prepared, t, a);
-                const automata::State r = dfa.next(q, a);
-                if (seen.insert(state_key(r, t)).second) queue.emplace_back(r, std::move(t));
-            }
-        }
-        EXPECT_EQ(closure.pairs, seen.size()) << "seed " << seed;
+        EXPECT_EQ(closure.pairs, pairs_by_whole_states(net, dfa)) << "seed " << seed;
     }
 }
 
@@ -266,4 +271,55 @@ TEST(Limits, ModelNumbersCountWhatIsStored) {
     EXPECT_EQ(outcome(model(128, 0)), "limit: /layers");  // 2^23 + 2^16
     // 1000 one-entry factors in that layer: 2,000 numbers, not 1000 x 2^16 (the old count).
     EXPECT_EQ(outcome(model(2, 1000)), "accepted");
+}
+
+
+TEST(Closure, StepMemoHandlesALayerWhoseStateDoesNotFixItsInput) {
+    // Layer 0 tracks the parity of a's (one-hot, dim 2); layer 1 counts b's mod 3 (one-hot, dim 3)
+    // whatever layer 0 says, and outputs only its count. So one state of layer 1 meets both input
+    // letters (parity 0 and 1) for the same token: the memo's map behind the direct-mapped slots.
+    const Dfa dfa = [] {
+        Dfa d = automata::make_dfa(3, {"a", "b"}, "count-b-mod-3");
+        for (automata::State q = 0; q < 3; ++q) d.next(q, 0) = q, d.next(q, 1) = automata::State((q + 1) % 3);
+        d.accepting[0] = true;
+        return d;
+    }();
+    Network net;
+    net.name = "parity-then-count";
+    net.construction = "test";
+    net.alphabet = dfa.alphabet;
+    Layer parity;
+    parity.dim = 2;
+    parity.h0 = {integer(1), integer(0)};
+    parity.num_inputs = 2;
+    Transition swap;
+    swap.factors.push_back({sparse_vector({integer(1), integer(-1)}), integer(2)});
+    parity.transitions = {swap, Transition{}};
+    parity.input_transition = {0, 1};
+    parity.readout.labels = {0, 1};
+    parity.readout.num_labels = parity.readout.num_outputs = 2;
+    Layer count;
+    count.dim = 3;
+    count.h0 = {integer(1), integer(0), integer(0)};
+    count.num_inputs = 4;  // (parity output) x 2 tokens
+    Transition cycle;      // (0 1 2): two reflections
+    cycle.factors.push_back({sparse_vector({integer(1), integer(-1), integer(0)}), integer(2)});
+    cycle.factors.push_back({sparse_vector({integer(1), integer(0), integer(-1)}), integer(2)});
+    count.transitions = {Transition{}, cycle};
+    count.input_transition = {0, 1, 0, 1};
+    count.readout.labels = {0, 1, 2};
+    count.readout.num_labels = count.readout.num_outputs = 3;
+    net.layers = {parity, count};
+    net.states = {0, 1, 2};
+    net.accept = {true, false, false};
+    validate(net);
+    ASSERT_TRUE(check_random_words(net, dfa, 3, 200, 1, parse_precision("exact")).ok);
+    const ClosureResult closure = exact_closure(net, dfa);
+    ASSERT_TRUE(closure.certified) << closure.message;
+    EXPECT_EQ(closure.pairs, pairs_by_whole_states(net, dfa));
+    // The same network counting in the wrong direction on parity 1 is caught.
+    net.layers[1].input_transition = {0, 1, 0, 0};
+    const ClosureResult wrong = exact_closure(net, dfa);
+    EXPECT_FALSE(wrong.certified);
+    EXPECT_TRUE(wrong.counterexample.has_value());
 }
