@@ -138,7 +138,7 @@ TEST(KillTrain, FilesStayCompleteAndResumeReachesTheSameWeights) {
 
     std::mt19937_64 rng(20261122);
     std::size_t kills = 0, checkpoints_seen = 0;
-    const std::vector<std::string> outputs = {"checkpoint.bin", "metrics.jsonl", "summary.json"};
+    const std::vector<std::string> outputs = {"checkpoint.bin", "best.bin", "metrics.jsonl", "summary.json"};
     for (int round = 0; round < 10; ++round) {
         // Rounds 0-7 start afresh over the files of the round before (the old versions), so every
         // kill lands somewhere in a whole run; rounds 8-9 resume, so kills also land in resumed runs.
@@ -158,6 +158,10 @@ TEST(KillTrain, FilesStayCompleteAndResumeReachesTheSameWeights) {
             ASSERT_EQ(c.history.size(), c.step / 8);
             for (std::size_t i = 0; i < c.history.size(); ++i)
                 EXPECT_EQ(deterministic_part(c.history[i]), deterministic_part(reference_metrics[i])) << "round " << round;
+        }
+        if (fs::exists(dir / "best.bin")) {
+            // The best evaluation so far: a complete checkpoint too.
+            EXPECT_NO_THROW(gpu::read_checkpoint((dir / "best.bin").string())) << "round " << round;
         }
         if (fs::exists(dir / "metrics.jsonl")) {
             std::vector<nlohmann::json> lines;

@@ -93,8 +93,9 @@ TEST(Limits, AttStateNumbers) {
 }
 
 // A one-layer model of dimension `dim` (from the compiled parity model): h0 = e_0, one identity
-// transition for both letters, an argmax readout with one label, plus `extra` one-factor
-// transitions; it holds (1 + extra) * dim numbers.
+// transition for both letters, an argmax readout with one label, plus `extra` transitions with a
+// bias e_0. h0 and biases are held dense (docs/limits.md), so it holds (1 + extra) * dim numbers
+// although the file lists one entry of each.
 json model(std::size_t dim, std::size_t extra) {
     lrnn::Network net = lrnn::compile_dfa(automata::zoo("parity"));
     json j = json::parse(lrnn::write_network_json(net));
@@ -103,7 +104,7 @@ json model(std::size_t dim, std::size_t extra) {
     layer["h0"] = {{"indices", {0}}, {"values", {"1"}}};
     json sparse_v = {{"indices", {0}}, {"values", {"1"}}};
     json transitions = json::array({json{{"factors", json::array()}}});
-    for (std::size_t i = 0; i < extra; ++i) transitions.push_back({{"factors", {{{"v", sparse_v}, {"beta", "2"}}}}});
+    for (std::size_t i = 0; i < extra; ++i) transitions.push_back({{"factors", json::array()}, {"bias", sparse_v}});
     layer["transitions"] = transitions;
     layer["input_transition"] = {0, 0};
     layer["readout"] = {{"kind", "argmax"}, {"labels", std::vector<std::uint32_t>(dim, 0)}, {"num_labels", 1}, {"num_outputs", 1}};
@@ -122,8 +123,8 @@ TEST(Limits, ModelDimension) {
 }
 
 TEST(Limits, ModelNumbers) {
-    // 2^23 numbers in all, counting each vector at its full dimension: dim 2^16 holds 128 vectors
-    // (h0 and 127 factors). One more is refused before anything is built, so this costs no memory.
+    // 2^23 numbers in all, counting each dense vector at its full dimension: dim 2^16 holds 128
+    // (h0 and 127 biases). One more is refused before anything is built, so this costs no memory.
     const std::size_t dim = std::size_t(1) << 16;
     json at = model(dim, 127);
     at["layers"][0]["h0"] = "not a vector";  // refused right after the size check passed
