@@ -205,6 +205,24 @@ TEST(CudaBackend, Fp32MatchesCpuReference) {
         }
 }
 
+// Words of up to 80 positions: the conv kernels walk a word in spans of 32 positions, so these
+// instances cross two span seams (the other tests use words shorter than one span).
+TEST(CudaBackend, Fp32MatchesCpuReferenceOnLongWords) {
+    SKIP_WITHOUT_GPU();
+    const Case long_cases[] = {{"deltanet", EigRange::signed_unit}, {"deltaproduct:2", EigRange::unit},
+                               {"mamba", EigRange::signed_unit}, {"lstm", EigRange::unit}};
+    for (std::size_t i = 0; i < std::size(long_cases); ++i) {
+        const Case& k = long_cases[i];
+        const auto c = config_for(k.model, k.eig, 16, 2);
+        const Comparison r = compare(c, c, MatmulPrecision::fp32, 400 + i, 3, 80);
+        SCOPED_TRACE(std::string(k.model) + " eig " + to_string(k.eig) + " T 80");
+        EXPECT_LT(r.logits, 1e-5);
+        EXPECT_LT(r.loss, 1e-5);
+        EXPECT_LT(r.all_gradients, r.bound(1e-5));
+        EXPECT_LT(r.worst_gradient, r.bound(1e-5)) << r.worst_tensor << " (CPU fp32: " << r.cpu32_worst_gradient << ")";
+    }
+}
+
 TEST(CudaBackend, Tf32MatchesCpuReferenceLoosely) {
     SKIP_WITHOUT_GPU();
     std::uint64_t seed = 200;
