@@ -7,6 +7,7 @@
 
 #include "statetrack/automata/error.hpp"
 #include "statetrack/automata/files.hpp"
+#include "json_unsigned.hpp"
 
 namespace statetrack::gpu {
 
@@ -71,7 +72,7 @@ Checkpoint decode_checkpoint(const std::string& bytes, const std::string& origin
     if (c.options.model.vocab != vocab_size(c.task) || c.options.model.classes != num_classes(c.task))
         throw InputError(origin, "/options/model", "the model's vocabulary or classes do not match its task");
     try {
-        c.step = header.at("step").get<std::size_t>();
+        c.step = json_unsigned(header.at("step"));
         c.history = header.at("history");
     } catch (const nlohmann::json::exception& e) {
         throw InputError(origin, "header", fmt::format("malformed header: {}", e.what()));

@@ -7,6 +7,7 @@
 
 #include "statetrack/automata/error.hpp"
 #include "statetrack/gpu/random.hpp"
+#include "json_unsigned.hpp"
 
 namespace statetrack::gpu {
 
@@ -73,13 +74,13 @@ ModelConfig config_from_json(const nlohmann::json& json, const std::string& orig
         ModelConfig c;
         parse_model_name(json.at("model").get<std::string>(), c);
         c.eig = parse_eig_range(json.at("eig").get<std::string>());
-        c.layers = json.at("layers").get<std::size_t>();
-        c.d_model = json.at("d_model").get<std::size_t>();
-        c.heads = json.at("heads").get<std::size_t>();
-        c.vocab = json.at("vocab").get<std::size_t>();
-        c.classes = json.at("classes").get<std::size_t>();
-        c.mlp_hidden = json.at("mlp_hidden").get<std::size_t>();
-        c.conv_kernel = json.at("conv_kernel").get<std::size_t>();
+        c.layers = json_unsigned(json.at("layers"));
+        c.d_model = json_unsigned(json.at("d_model"));
+        c.heads = json_unsigned(json.at("heads"));
+        c.vocab = json_unsigned(json.at("vocab"));
+        c.classes = json_unsigned(json.at("classes"));
+        c.mlp_hidden = json_unsigned(json.at("mlp_hidden"));
+        c.conv_kernel = json_unsigned(json.at("conv_kernel"));
         validate(c);
         return c;
     } catch (const nlohmann::json::exception& e) {

@@ -6,6 +6,7 @@
 
 #include "statetrack/automata/error.hpp"
 #include "statetrack/gpu/random.hpp"
+#include "json_unsigned.hpp"
 
 namespace statetrack::gpu {
 
@@ -115,11 +116,11 @@ Task task_from_json(const nlohmann::json& json, const std::string& origin) {
         task.label = parse_label_mode(json.at("label").get<std::string>());
         task.target = parse_target(json.at("target").get<std::string>());
         const auto& d = json.at("dfa");
-        task.dfa = automata::make_dfa(d.at("states").get<std::size_t>(), d.at("alphabet").get<std::vector<std::string>>(),
+        task.dfa = automata::make_dfa(json_unsigned(d.at("states")), d.at("alphabet").get<std::vector<std::string>>(),
                                       d.at("name").get<std::string>());
-        task.dfa.start = d.at("start").get<automata::State>();
+        task.dfa.start = json_unsigned<automata::State>(d.at("start"));
         for (auto q : d.at("accepting")) {
-            const auto s = q.get<std::size_t>();
+            const auto s = json_unsigned(q);
             if (s >= task.dfa.num_states()) throw InputError(origin, "/task/dfa/accepting", "state out of range");
             task.dfa.accepting[s] = true;
         }
@@ -130,7 +131,7 @@ Task task_from_json(const nlohmann::json& json, const std::string& origin) {
             if (!rows[q].is_array() || rows[q].size() != task.dfa.num_letters())
                 throw InputError(origin, fmt::format("/task/dfa/transitions/{}", q), "one target per letter expected");
             for (std::size_t a = 0; a < rows[q].size(); ++a)
-                task.dfa.next(automata::State(q), automata::Letter(a)) = rows[q][a].get<automata::State>();
+                task.dfa.next(automata::State(q), automata::Letter(a)) = json_unsigned<automata::State>(rows[q][a]);
         }
         automata::validate(task.dfa, origin);
         return task;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "statetrack/automata/error.hpp"
+#include "json_unsigned.hpp"
 
 namespace statetrack::gpu {
 
@@ -64,18 +65,18 @@ TrainOptions options_from_json(const nlohmann::json& j, const std::string& origi
     try {
         TrainOptions o;
         o.model = config_from_json(j.at("model"), origin);
-        o.batch = j.at("batch").get<std::size_t>();
-        o.steps = j.at("steps").get<std::size_t>();
+        o.batch = json_unsigned(j.at("batch"));
+        o.steps = json_unsigned(j.at("steps"));
         o.adamw.lr = j.at("lr").get<double>();
         o.adamw.min_lr = j.at("min_lr").get<double>();
         o.adamw.warmup_fraction = j.at("warmup_fraction").get<double>();
         o.adamw.weight_decay = j.at("weight_decay").get<double>();
         o.adamw.clip = j.at("clip").get<double>();
-        o.seed = j.at("seed").get<std::uint64_t>();
-        o.train_len = {j.at("train_len").at(0).get<std::size_t>(), j.at("train_len").at(1).get<std::size_t>()};
-        o.test_len = {j.at("test_len").at(0).get<std::size_t>(), j.at("test_len").at(1).get<std::size_t>()};
-        o.eval_every = j.at("eval_every").get<std::size_t>();
-        o.eval_words = j.at("eval_words").get<std::size_t>();
+        o.seed = json_unsigned<std::uint64_t>(j.at("seed"));
+        o.train_len = {json_unsigned(j.at("train_len").at(0)), json_unsigned(j.at("train_len").at(1))};
+        o.test_len = {json_unsigned(j.at("test_len").at(0)), json_unsigned(j.at("test_len").at(1))};
+        o.eval_every = json_unsigned(j.at("eval_every"));
+        o.eval_words = json_unsigned(j.at("eval_words"));
         o.precision = parse_precision(j.at("precision").get<std::string>());
         // absent in checkpoints written before the CUDA backend was wired: those are CPU runs
         o.device = parse_device(j.value("device", std::string("cpu")));

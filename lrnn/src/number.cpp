@@ -96,6 +96,13 @@ bool is_decimal_text(std::string_view s) {
     return i == s.size() && s.size() <= 4000;
 }
 
+// GMP reads no leading '+' (Boost throws std::runtime_error on "+5": found by fuzzing); the text
+// has passed is_integer_text.
+detail::Rational integer_rational(std::string_view s) {
+    if (!s.empty() && s[0] == '+') s.remove_prefix(1);
+    return detail::Rational(std::string(s));
+}
+
 }  // namespace
 
 Number parse_number(const std::string& text, const std::string& origin, const std::string& place) {
@@ -104,11 +111,11 @@ Number parse_number(const std::string& text, const std::string& origin, const st
         const std::string p = text.substr(0, slash), q = text.substr(slash + 1);
         if (!is_integer_text(p) || !is_integer_text(q) || q[0] == '-' || q[0] == '+')
             throw InputError(origin, place, fmt::format("'{}' is not a fraction p/q of integers", text));
-        detail::Rational den(q);
+        const detail::Rational den = integer_rational(q);
         if (den == 0) throw InputError(origin, place, fmt::format("'{}' has a zero denominator", text));
-        return detail::from_rational(detail::Rational(detail::Rational(p) / den));
+        return detail::from_rational(detail::Rational(integer_rational(p) / den));
     }
-    if (is_integer_text(text)) return detail::from_rational(detail::Rational(text));
+    if (is_integer_text(text)) return detail::from_rational(integer_rational(text));
     if (!is_decimal_text(text))
         throw InputError(origin, place, fmt::format("'{}' is not a number (write \"p\", \"p/q\" or a decimal)", text));
     mpfr_t x;
