@@ -140,3 +140,23 @@ TEST(ProductSpectra, NeighbourPairsOfTrainedShapes) {
             EXPECT_EQ(json[0]["angle_histogram"]["counts"].size(), spectrum_bins);
         }
 }
+
+// Beta in [0,1] keeps eigenvalues real and non-negative only for up to two factors: three projections
+// (beta = 1) onto the lines orthogonal to keys 60 degrees apart in a plane multiply to a rank-one map
+// with eigenvalue cos 60 * cos 60 * cos 120 = -1/8 (the trained [0,1] deltaproduct:3 models of
+// docs/RESULTS.md reached -0.065 and -0.126).
+TEST(Spectra, ThreeProjectionsCanGiveANegativeEigenvalue) {
+    const double pi = std::acos(-1.0);
+    std::vector<std::vector<double>> keys;
+    for (int j = 0; j < 3; ++j) keys.push_back({std::cos(j * pi / 3), std::sin(j * pi / 3), 0.0});
+    const auto z = householder_product_eigenvalues(keys, std::vector<double>{1, 1, 1});
+    double most_negative = 0;
+    for (auto e : z) {
+        EXPECT_NEAR(e.imag(), 0.0, 1e-12);
+        most_negative = std::min(most_negative, e.real());
+    }
+    EXPECT_NEAR(most_negative, -0.125, 1e-12);
+    // two of the same projections: real and non-negative, as Proposition 1 says for k <= 2
+    for (auto e : householder_product_eigenvalues(std::span(keys).first(2), std::vector<double>{1, 1}))
+        EXPECT_GE(e.real(), -1e-12);
+}

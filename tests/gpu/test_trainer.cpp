@@ -242,8 +242,11 @@ TEST(Spectra, EigenvaluesStayInTheRangeOfEachModel) {
             for (const auto& s : spectra) {
                 EXPECT_GT(s.count, 0u);
                 EXPECT_LE(s.max_modulus, 1 + 1e-12) << model;
-                EXPECT_GE(s.min_real, eig == EigRange::unit ? -1e-12 : -1 - 1e-12) << model;
-                if (eig == EigRange::unit) {
+                EXPECT_GE(s.min_real, eig == EigRange::unit && c.factors <= 2 ? -1e-12 : -1 - 1e-12) << model;
+                // [0,1] with at most two factors: real eigenvalues in [0,1] (PAPER.md, Proposition 1).
+                // Three factors can give negative real parts (Spectra.ThreeProjectionsCanGiveANegativeEigenvalue),
+                // so for deltaproduct:3 only the modulus bound is a theorem.
+                if (eig == EigRange::unit && c.factors <= 2) {
                     EXPECT_EQ(s.fraction_negative, 0.0) << model;
                 }
             }
