@@ -21,6 +21,7 @@
 #include "statetrack/automata/error.hpp"
 #include "statetrack/automata/files.hpp"
 #include "statetrack/gpu/checkpoint.hpp"
+#include "../cli/run_statetrack.hpp"
 
 namespace {
 
@@ -28,12 +29,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using namespace statetrack;
 
-std::string contents(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream out;
-    out << in.rdbuf();
-    return out.str();
-}
+using statetrack::testing::read_text;
 
 fs::path scratch(const std::string& name) {
     const fs::path dir = fs::temp_directory_path() / ("statetrack-kill-" + name + "-" + std::to_string(::getpid()));
@@ -132,7 +128,7 @@ TEST(KillTrain, FilesStayCompleteAndResumeReachesTheSameWeights) {
     ASSERT_EQ(run_cli(args), 0);
     const auto full = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0);
     const gpu::Checkpoint reference = gpu::read_checkpoint((ref / "checkpoint.bin").string());
-    const auto reference_metrics = json_lines(contents(ref / "metrics.jsonl"));
+    const auto reference_metrics = json_lines(read_text(ref / "metrics.jsonl"));
     ASSERT_EQ(reference.step, 240u);
     ASSERT_EQ(reference_metrics.size(), 30u);
 
@@ -166,12 +162,12 @@ TEST(KillTrain, FilesStayCompleteAndResumeReachesTheSameWeights) {
         }
         if (fs::exists(dir / "metrics.jsonl")) {
             std::vector<nlohmann::json> lines;
-            ASSERT_NO_THROW(lines = json_lines(contents(dir / "metrics.jsonl"))) << "round " << round;
+            ASSERT_NO_THROW(lines = json_lines(read_text(dir / "metrics.jsonl"))) << "round " << round;
             for (std::size_t i = 0; i < lines.size(); ++i)
                 EXPECT_EQ(deterministic_part(lines[i]), deterministic_part(reference_metrics[i])) << "round " << round;
         }
         if (fs::exists(dir / "summary.json")) {
-            EXPECT_NO_THROW(nlohmann::json::parse(contents(dir / "summary.json")));
+            EXPECT_NO_THROW(nlohmann::json::parse(read_text(dir / "summary.json")));
         }
     }
     EXPECT_GE(kills, 3u) << "kills should hit running processes";
@@ -187,12 +183,12 @@ TEST(KillTrain, FilesStayCompleteAndResumeReachesTheSameWeights) {
     EXPECT_EQ(resumed.params, reference.params);
     EXPECT_EQ(resumed.m, reference.m);
     EXPECT_EQ(resumed.v, reference.v);
-    const auto metrics = json_lines(contents(dir / "metrics.jsonl"));
+    const auto metrics = json_lines(read_text(dir / "metrics.jsonl"));
     ASSERT_EQ(metrics.size(), reference_metrics.size());
     for (std::size_t i = 0; i < metrics.size(); ++i)
         EXPECT_EQ(deterministic_part(metrics[i]), deterministic_part(reference_metrics[i]));
-    EXPECT_EQ(nlohmann::json::parse(contents(dir / "summary.json"))["final"],
-              nlohmann::json::parse(contents(ref / "summary.json"))["final"]);
+    EXPECT_EQ(nlohmann::json::parse(read_text(dir / "summary.json"))["final"],
+              nlohmann::json::parse(read_text(ref / "summary.json"))["final"]);
     fs::remove_all(ref);
     fs::remove_all(dir);
 }
@@ -205,7 +201,7 @@ TEST(KillTrain, ACorruptCheckpointIsRefusedNotResumed) {
     args.push_back(dir.string());
     args[6] = "16";  // --steps
     ASSERT_EQ(run_cli(args), 0);
-    const std::string full = contents(dir / "checkpoint.bin");
+    const std::string full = read_text(dir / "checkpoint.bin");
     std::ofstream(dir / "checkpoint.bin", std::ios::binary | std::ios::trunc) << full.substr(0, full.size() / 2);
     EXPECT_THROW(gpu::read_checkpoint((dir / "checkpoint.bin").string()), InputError);
     args.push_back("--resume");
@@ -220,7 +216,7 @@ TEST(KillCompile, TheModelFileIsTheOldOrTheNewOne) {
     const auto t0 = Clock::now();
     ASSERT_EQ(run_cli({"compile", "zoo:mod:24", "-o", fresh.string()}), 0);
     const auto full = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0);
-    const std::string old_model = contents(old_copy), new_model = contents(fresh);
+    const std::string old_model = read_text(old_copy), new_model = read_text(fresh);
     ASSERT_NE(old_model, new_model);
 
     std::mt19937_64 rng(4242);
@@ -231,7 +227,7 @@ TEST(KillCompile, TheModelFileIsTheOldOrTheNewOne) {
         fs::copy_file(old_copy, out, fs::copy_options::overwrite_existing);
         const auto delay = std::chrono::microseconds(std::int64_t(full.count() * (1.1 * double(rng() % 1000) / 1000)));
         kills += run_and_kill({"compile", "zoo:mod:24", "-o", out.string()}, delay);
-        const std::string now = contents(out);
+        const std::string now = read_text(out);
         EXPECT_TRUE(now == old_model || now == new_model) << "round " << round << ": " << now.size() << " bytes";
         saw_old += now == old_model, saw_new += now == new_model;
         EXPECT_TRUE(unexpected_files(dir, {"model.json", "reference.json", "old.json"}).empty());
@@ -258,7 +254,7 @@ TEST(KillVerify, TheCertificateIsTheOldOrTheNewOne) {
     const auto t0 = Clock::now();
     ASSERT_EQ(run_cli(with_output(fresh)), 0);
     const auto full = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0);
-    const std::string old_certificate = contents(old_copy), new_certificate = contents(fresh);
+    const std::string old_certificate = read_text(old_copy), new_certificate = read_text(fresh);
     ASSERT_NE(old_certificate, new_certificate);
     EXPECT_TRUE(nlohmann::json::parse(new_certificate)["passed"].get<bool>());
 
@@ -270,7 +266,7 @@ TEST(KillVerify, TheCertificateIsTheOldOrTheNewOne) {
         fs::copy_file(old_copy, out, fs::copy_options::overwrite_existing);
         const auto delay = std::chrono::microseconds(std::int64_t(full.count() * (1.1 * double(rng() % 1000) / 1000)));
         kills += run_and_kill(with_output(out), delay);
-        const std::string now = contents(out);
+        const std::string now = read_text(out);
         EXPECT_TRUE(now == old_certificate || now == new_certificate) << "round " << round << ": " << now.size() << " bytes";
         saw_old += now == old_certificate, saw_new += now == new_certificate;
         EXPECT_TRUE(unexpected_files(dir, {"certificate.json", "model.json", "old.json", "reference.json"}).empty());
@@ -282,7 +278,7 @@ TEST(KillVerify, TheCertificateIsTheOldOrTheNewOne) {
     // landed inside a write, and one planted as if it had.
     plant(dir / ".certificate.json.tmp0badf00d", fs::file_time_type::clock::now() - std::chrono::hours(1));
     ASSERT_EQ(run_cli(with_output(out)), 0);
-    EXPECT_EQ(contents(out), new_certificate);
+    EXPECT_EQ(read_text(out), new_certificate);
     EXPECT_EQ(temporaries_of(dir, "certificate.json"), std::vector<std::string>{});
     fs::remove_all(dir);
 }
@@ -302,7 +298,7 @@ TEST(AtomicWrite, RemovesOnlyStaleTemporariesOfTheFileItWrote) {
     for (std::size_t i = 1; i < kept.size(); ++i) plant(dir / kept[i], before);
 
     write_file_atomically((dir / "cert.json").string(), "new\n");
-    EXPECT_EQ(contents(dir / "cert.json"), "new\n");
+    EXPECT_EQ(read_text(dir / "cert.json"), "new\n");
     std::vector<std::string> left;
     for (const auto& entry : fs::directory_iterator(dir)) left.push_back(entry.path().filename());
     std::sort(left.begin(), left.end());

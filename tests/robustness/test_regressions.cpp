@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "../fuzz/fuzz_inputs.hpp"
+#include "../cli/run_statetrack.hpp"
 
 #ifndef STATETRACK_FUZZ_CORPUS  // set by tests/fuzz/CMakeLists.txt; the same folder otherwise
 #define STATETRACK_FUZZ_CORPUS STATETRACK_SOURCE_DIR "/tests/fuzz"
@@ -18,12 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace statetrack;
 
-std::string contents(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream out;
-    out << in.rdbuf();
-    return out.str();
-}
+using statetrack::testing::read_text;
 
 // Every file of corpus/<target> and regressions/<target>; returns how many were replayed.
 template <class One>
@@ -35,7 +31,7 @@ std::size_t replay(const std::string& target, One one) {
         for (const auto& entry : fs::directory_iterator(dir)) {
             if (!entry.is_regular_file() || entry.path().filename() == "README.md") continue;
             ++files;
-            const std::string bytes = contents(entry.path());
+            const std::string bytes = read_text(entry.path());
             try {
                 one(bytes);
             } catch (const std::exception& e) {
@@ -67,7 +63,7 @@ TEST(FuzzCorpus, SealedSeedCheckpointsDecode) {
     const fs::path dir = fs::path(STATETRACK_FUZZ_CORPUS) / "corpus" / "checkpoint";
     std::size_t decoded = 0;
     for (const auto& entry : fs::directory_iterator(dir)) {
-        std::string bytes = contents(entry.path());
+        std::string bytes = read_text(entry.path());
         const std::uint64_t sum = fuzz::checkpoint_checksum(bytes);
         bytes.append(reinterpret_cast<const char*>(&sum), 8);
         const gpu::Checkpoint c = gpu::decode_checkpoint(bytes, entry.path().string());
