@@ -17,6 +17,7 @@
 #include "statetrack/lrnn/format.hpp"
 #include "statetrack/lrnn/scalars.hpp"
 #include "statetrack/lrnn/state_set.hpp"
+#include "limit_model.hpp"
 
 using namespace statetrack;
 using namespace statetrack::lrnn;
@@ -236,24 +237,7 @@ TEST(Limits, ModelNumbersCountWhatIsStored) {
     // 2^23 numbers: dim 2^16 holds 128 dense vectors (h0 and 127 biases, each written as one
     // sparse entry). A factor counts 1 (beta) plus its listed entries, not the dimension.
     const std::size_t dim = std::size_t(1) << 16;
-    auto model = [&](std::size_t biases, std::size_t factors) {
-        json j = json::parse(write_network_json(compile_dfa(automata::zoo("parity"))));
-        json& layer = j["layers"][0];
-        layer["dim"] = dim;
-        layer["h0"] = {{"indices", {0}}, {"values", {"1"}}};
-        json transitions = json::array();
-        json one = {{"indices", {0}}, {"values", {"1"}}};
-        json t0 = {{"factors", json::array()}};
-        for (std::size_t k = 0; k < factors; ++k) t0["factors"].push_back({{"v", one}, {"beta", "2"}});
-        transitions.push_back(t0);
-        for (std::size_t k = 0; k < biases; ++k) transitions.push_back({{"factors", json::array()}, {"bias", one}});
-        layer["transitions"] = transitions;
-        layer["input_transition"] = {0, 0};
-        layer["readout"] = {{"kind", "argmax"}, {"labels", std::vector<std::uint32_t>(dim, 0)}, {"num_labels", 1}, {"num_outputs", 1}};
-        j["states"] = {0};
-        j["accept"] = {true};
-        return j;
-    };
+    auto model = [&](std::size_t biases, std::size_t factors) { return statetrack::testing::limit_model(dim, biases, factors); };
     auto outcome = [](const json& j) {
         try {
             read_network_json(j.dump(), "m.json");

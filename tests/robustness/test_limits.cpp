@@ -15,6 +15,7 @@
 #include "statetrack/automata/zoo.hpp"
 #include "statetrack/lrnn/compile.hpp"
 #include "statetrack/lrnn/format.hpp"
+#include "../lrnn/limit_model.hpp"
 
 namespace {
 
@@ -92,26 +93,9 @@ TEST(Limits, AttStateNumbers) {
     EXPECT_NE(beyond.find("beyond.att: line 1"), std::string::npos) << beyond;
 }
 
-// A one-layer model of dimension `dim` (from the compiled parity model): h0 = e_0, one identity
-// transition for both letters, an argmax readout with one label, plus `extra` transitions with a
-// bias e_0. h0 and biases are held dense (docs/limits.md), so it holds (1 + extra) * dim numbers
-// although the file lists one entry of each.
-json model(std::size_t dim, std::size_t extra) {
-    lrnn::Network net = lrnn::compile_dfa(automata::zoo("parity"));
-    json j = json::parse(lrnn::write_network_json(net));
-    json& layer = j["layers"][0];
-    layer["dim"] = dim;
-    layer["h0"] = {{"indices", {0}}, {"values", {"1"}}};
-    json sparse_v = {{"indices", {0}}, {"values", {"1"}}};
-    json transitions = json::array({json{{"factors", json::array()}}});
-    for (std::size_t i = 0; i < extra; ++i) transitions.push_back({{"factors", json::array()}, {"bias", sparse_v}});
-    layer["transitions"] = transitions;
-    layer["input_transition"] = {0, 0};
-    layer["readout"] = {{"kind", "argmax"}, {"labels", std::vector<std::uint32_t>(dim, 0)}, {"num_labels", 1}, {"num_outputs", 1}};
-    j["states"] = {0};
-    j["accept"] = {true};
-    return j;
-}
+// h0 and `extra` biases, each held dense: (1 + extra) * dim numbers although the file lists one
+// entry of each (tests/lrnn/limit_model.hpp).
+json model(std::size_t dim, std::size_t extra) { return statetrack::testing::limit_model(dim, extra); }
 
 TEST(Limits, ModelDimension) {
     const std::size_t max_dim = std::size_t(1) << 16;  // docs/limits.md
