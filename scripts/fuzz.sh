@@ -32,6 +32,7 @@ if [ "${1:-}" = bundle ]; then
   fi
   if [ "$dest" = "$root/.fuzzbundle" ]; then
     exclude=$(git -C "$root" rev-parse --path-format=absolute --git-path info/exclude)
+    mkdir -p "$(dirname "$exclude")"  # a fresh clone may have no .git/info
     grep -qx '/.fuzzbundle/' "$exclude" 2>/dev/null || echo '/.fuzzbundle/' >>"$exclude"
   fi
   rm -rf "$dest"

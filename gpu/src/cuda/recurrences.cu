@@ -1,5 +1,6 @@
 // The recurrences with the state in registers. A group of DH consecutive lanes owns one (word b,
-// head h): lane c holds column c of the state S (S[r][c], r = 0..DH-1), the value index; key-side
+// head h). The forwards and the diagonal backward hold the state by columns: lane c holds column c
+// of S (S[r][c], r = 0..DH-1), the value index; the delta backward holds it by rows. Key-side
 // vectors (k, q, the decay) are broadcast to the whole group through shared memory (one store,
 // then DH/4 16-byte broadcast loads: shuffles, one per value, made the recurrences 40% of a
 // training step in the ncu profile of 2026-11-22). Sums over c that every
@@ -90,6 +91,26 @@ __device__ float l2_normalise(float x, float& norm) {
     return x / norm;
 }
 
+// sum_r a[r] b[r] in four interleaved partial sums: a chain of DH dependent adds was the longest
+// latency of each step (DH is a multiple of 4).
+template <int DH>
+__device__ float dot(const float (&a)[DH], const float (&b)[DH]) {
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#pragma unroll
+    for (int r = 0; r < DH; r += 4) s0 += a[r] * b[r], s1 += a[r + 1] * b[r + 1], s2 += a[r + 2] * b[r + 2], s3 += a[r + 3] * b[r + 3];
+    return (s0 + s1) + (s2 + s3);
+}
+// DH consecutive floats (16-byte aligned) into registers.
+template <int DH>
+__device__ void load_row(const float* src, float (&out)[DH]) {
+    const float4* v = reinterpret_cast<const float4*>(src);
+#pragma unroll
+    for (int i = 0; i < DH / 4; ++i) {
+        const float4 f = v[i];
+        out[4 * i] = f.x, out[4 * i + 1] = f.y, out[4 * i + 2] = f.z, out[4 * i + 3] = f.w;
+    }
+}
+
 // Where one lane's inputs of factor j at row n are, and the loads of them. The kernels load a
 // substep ahead (the next factor, or the next step's first factor and q), so that each step's
 // chain of group reductions does not also wait for memory.
@@ -161,18 +182,20 @@ __global__ void __launch_bounds__(block_threads) delta_forward_kernel(DeltaShape
     }
 }
 
+// The backward holds the state by rows: lane r owns S[r][.] and dS[r][.] (r the key index), so that
+// S g, dS u and S du are sums within the lane and only dS^T k needs a transpose-reduction (the
+// forward's column layout needed two per step: S g and the key gradient; ncu 2026-11-22 had the
+// backward at 168 registers and latency-bound). The value-side vectors (g, u, du) are broadcast.
 template <int DH>
 __global__ void __launch_bounds__(block_threads) delta_backward_kernel(DeltaShape s, const float* act, const float* zbeta,
                                                                        const float* u_saved, const float* final,
                                                                        const float* dO, float* dact, float* dzbeta) {
     const Place p = place<DH>(s.B, s.H);
     const std::size_t H = s.H, F = s.F, d = H * DH, Fd = F * d, ld = d + 2 * Fd, FH = F * H;
-    float S[DH], dS[DH], w[DH], kb[DH];
-    {
-        const float* src = final + ((p.b * H + p.h) * DH) * DH + p.c;
+    float S[DH], dS[DH], w[DH], vb[DH];
+    load_row<DH>(final + ((p.b * H + p.h) * DH + std::size_t(p.c)) * DH, S);
 #pragma unroll
-        for (int r = 0; r < DH; ++r) S[r] = src[r * DH], dS[r] = 0;
-    }
+    for (int c = 0; c < DH; ++c) dS[c] = 0;
     const DeltaLane lane = delta_lane<DH>(s, p);
     const std::size_t n_last = p.b * s.T + s.T - 1, qcol = p.h * DH + p.c;
     FactorInputs next = load_factor(lane, act, zbeta, u_saved, Fd, 0, n_last, F - 1);
@@ -183,13 +206,10 @@ __global__ void __launch_bounds__(block_threads) delta_backward_kernel(DeltaShap
         // o = S_t^T q: dq = S_t g, dS += q g^T; then back through the L2 norm of q
         float qnorm;
         const float q = l2_normalise<DH>(q_next, qnorm);
-        const float g = g_next;
+        broadcast<DH>(g_next, p.slot, p.c, vb);
+        const float dq = dot<DH>(S, vb);
 #pragma unroll
-        for (int r = 0; r < DH; ++r) w[r] = S[r] * g;
-        const float dq = transpose_reduce<DH>(w, p.c);
-        broadcast<DH>(q, p.slot, p.c, kb);
-#pragma unroll
-        for (int r = 0; r < DH; ++r) dS[r] += kb[r] * g;
+        for (int c = 0; c < DH; ++c) dS[c] += q * vb[c];
         const float dq_raw = (dq - q * group_sum<DH>(q * dq)) / qnorm;
         if (p.valid) drow[p.h * DH + p.c] = dq_raw;
         for (std::size_t j = F; j-- > 0;) {
@@ -203,24 +223,24 @@ __global__ void __launch_bounds__(block_threads) delta_backward_kernel(DeltaShap
             const std::size_t col = lane.col(j);
             float knorm;
             const float k = l2_normalise<DH>(in.k, knorm);
-            const float z = in.z;
-            const float sg = sigmoidf(z);
+            const float sg = sigmoidf(in.z);
             const float beta = s.beta_scale * sg;
             const float u = in.w;
-            // S_prev = S_next - beta k u^T
-            broadcast<DH>(k, p.slot, p.c, kb);
+            // S_prev = S_next - beta k u^T (the forward's products beta k_r times u_c)
+            broadcast<DH>(u, p.slot, p.c, vb);
+            const float bk = beta * k;
 #pragma unroll
-            for (int r = 0; r < DH; ++r) S[r] -= beta * kb[r] * u;
-            float acc = 0;  // (dS^T k)[c]
+            for (int c = 0; c < DH; ++c) S[c] -= bk * vb[c];
+            const float dS_u = dot<DH>(dS, vb);
 #pragma unroll
-            for (int r = 0; r < DH; ++r) acc += dS[r] * kb[r];
+            for (int c = 0; c < DH; ++c) w[c] = dS[c] * k;
+            const float acc = transpose_reduce<DH>(w, p.c);  // (dS^T k)[lane]
             const float db = group_sum<DH>(acc * u);
             const float du = beta * acc;
+            broadcast<DH>(du, p.slot, p.c, vb);
+            const float dk = beta * dS_u - dot<DH>(S, vb);  // beta dS u - S du, row r
 #pragma unroll
-            for (int r = 0; r < DH; ++r) w[r] = beta * dS[r] * u - S[r] * du;
-            const float dk = transpose_reduce<DH>(w, p.c);
-#pragma unroll
-            for (int r = 0; r < DH; ++r) dS[r] -= kb[r] * du;
+            for (int c = 0; c < DH; ++c) dS[c] -= k * vb[c];
             const float dk_raw = (dk - k * group_sum<DH>(k * dk)) / knorm;
             if (p.valid) {
                 drow[d + col] = dk_raw;
