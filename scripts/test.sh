@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test: install what is missing, build, run all suites with ctest (its summary is printed),
-# then a second stage: the memory-relevant suites under ASan + UBSan (scripts/test-sanitizers.sh,
+# then a second stage: every non-CUDA suite under ASan + UBSan (scripts/test-sanitizers.sh,
 # its own build folder build-asan; skip it with STATETRACK_SANITIZERS=0).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

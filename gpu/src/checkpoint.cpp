@@ -13,6 +13,22 @@ namespace statetrack::gpu {
 
 namespace {
 
+// The evaluation records `train --resume` reads back (the step and the scaled accuracy of each):
+// checked here, so that a sealed but hand-edited header is exit 2 at load, not an exception or an
+// out-of-range float conversion in the trainer.
+void check_history(const nlohmann::json& history, const std::string& origin) {
+    if (!history.is_array()) throw InputError(origin, "/history", "expected an array of evaluation records");
+    for (std::size_t i = 0; i < history.size(); ++i) {
+        const nlohmann::json& r = history[i];
+        const std::string at = fmt::format("/history/{}", i);
+        if (!r.is_object() || !r.contains("step") || !r["step"].is_number_unsigned())
+            throw InputError(origin, at, "expected an object with an unsigned integer 'step'");
+        if (!r.contains("eval") || !r["eval"].is_object() || !r["eval"].contains("scaled_accuracy") ||
+            !r["eval"]["scaled_accuracy"].is_number())
+            throw InputError(origin, at + "/eval", "expected an object with a numeric 'scaled_accuracy'");
+    }
+}
+
 constexpr std::string_view magic = "statetrack.checkpoint/1\n";
 static_assert(std::endian::native == std::endian::little, "checkpoints are little-endian");
 
@@ -77,6 +93,7 @@ Checkpoint decode_checkpoint(const std::string& bytes, const std::string& origin
     } catch (const nlohmann::json::exception& e) {
         throw InputError(origin, "header", fmt::format("malformed header: {}", e.what()));
     }
+    check_history(c.history, origin);
     const std::size_t total = parameter_layout(c.options.model).total;
     const std::size_t data_at = header_at + header_size;
     if (end - data_at != 3 * total * sizeof(double))

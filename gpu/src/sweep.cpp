@@ -516,6 +516,26 @@ std::vector<LengthBucket> default_length_buckets(std::size_t min, std::size_t ma
     return out;
 }
 
+namespace {
+
+// The fields of a run's summary.json that the summary reads: checked first, so that an edited or
+// foreign file is exit 2 naming the field, not an exception or a float read as an integer.
+void check_run_summary(const json& summary, const std::string& path) {
+    const auto number = [](const json& o, const char* key) { return o.is_object() && o.contains(key) && o[key].is_number(); };
+    if (!summary.is_object() || !summary.contains("final") || !number(summary["final"], "scaled_accuracy") ||
+        !number(summary["final"], "chance"))
+        throw InputError(path, "/final", "expected an object with numeric 'scaled_accuracy' and 'chance'");
+    const json& per_length = summary["final"].value("per_length", json());
+    if (!per_length.is_array()) throw InputError(path, "/final/per_length", "expected an array");
+    for (std::size_t i = 0; i < per_length.size(); ++i)
+        if (!per_length[i].is_object() || !per_length[i].contains("length") || !per_length[i]["length"].is_number_unsigned() ||
+            !number(per_length[i], "accuracy"))
+            throw InputError(path, fmt::format("/final/per_length/{}", i),
+                             "expected an object with an unsigned integer 'length' and a numeric 'accuracy'");
+}
+
+}  // namespace
+
 json summarize_sweep(const std::string& dir, const std::vector<std::string>& over, std::vector<LengthBucket> buckets) {
     for (const auto& key : over)
         if (!find_key(key)) throw InputError("argument", "--over", fmt::format("'{}' is not a sweep key", key));
@@ -534,7 +554,11 @@ json summarize_sweep(const std::string& dir, const std::vector<std::string>& ove
         if (!r.is_object() || !r.contains("id") || !r["config"].is_object())
             throw InputError(run_json.string(), "/config", "not a statetrack.sweep-run/1 file");
         Found f{r["id"].get<std::string>(), r["config"], nullptr, run_state(entry.path().string())};
-        if (f.state == RunState::finished) f.summary = read_json_file((entry.path() / "summary.json").string());
+        if (f.state == RunState::finished) {
+            const std::string path = (entry.path() / "summary.json").string();
+            f.summary = read_json_file(path);
+            check_run_summary(f.summary, path);
+        }
         found.push_back(std::move(f));
     }
     if (buckets.empty()) {

@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "statetrack/automata/error.hpp"
+#include "statetrack/automata/formats.hpp"
 #include "statetrack/gpu/random.hpp"
 #include "json_unsigned.hpp"
 
@@ -116,8 +117,16 @@ Task task_from_json(const nlohmann::json& json, const std::string& origin) {
         task.label = parse_label_mode(json.at("label").get<std::string>());
         task.target = parse_target(json.at("target").get<std::string>());
         const auto& d = json.at("dfa");
-        task.dfa = automata::make_dfa(json_unsigned(d.at("states")), d.at("alphabet").get<std::vector<std::string>>(),
-                                      d.at("name").get<std::string>());
+        const std::size_t states = json_unsigned(d.at("states"));
+        auto alphabet = d.at("alphabet").get<std::vector<std::string>>();
+        // The DFA readers' bound (docs/limits.md), checked before the table is allocated: a header
+        // naming 10^14 states must not ask for that much memory (found by fuzzing checkpoints).
+        if (alphabet.empty()) throw InputError(origin, "/task/dfa/alphabet", "the alphabet is empty");
+        if (states == 0 || states > automata::max_table_entries / alphabet.size())
+            throw LimitError(origin, "/task/dfa/states",
+                             fmt::format("{} states x {} letters: a task's DFA needs 1 to {} table entries", states,
+                                         alphabet.size(), automata::max_table_entries));
+        task.dfa = automata::make_dfa(states, std::move(alphabet), d.at("name").get<std::string>());
         task.dfa.start = json_unsigned<automata::State>(d.at("start"));
         for (auto q : d.at("accepting")) {
             const auto s = json_unsigned(q);

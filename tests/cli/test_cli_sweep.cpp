@@ -112,6 +112,24 @@ TEST(CliSweep, RunsResumesAndSummarizes) {
     r = run("sweep --summarize " + out.string());
     EXPECT_EQ(r.code, 0);
     EXPECT_EQ(r.out, md);
+
+    // A summary.json edited by hand (a length that is a huge float, then no per-length list) is
+    // exit 2 naming the file and the field, and the table is not written.
+    const fs::path edited = out / ids[2] / "summary.json";
+    json broken = json::parse(slurp(edited));
+    broken["final"]["per_length"][0]["length"] = 6.7e58;
+    std::ofstream(edited) << broken.dump();
+    const fs::path table_md = scratch() / "edited.md";
+    r = run("sweep --summarize " + out.string() + " -o " + table_md.string());
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(edited.string() + ": /final/per_length/0:"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(table_md));
+    broken["final"].erase("per_length");
+    std::ofstream(edited) << broken.dump();
+    r = run("sweep --summarize " + out.string());
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("/final/per_length"), std::string::npos) << r.err;
 }
 
 TEST(CliSweep, ShardsFromTheFlagAndFromSlurm) {

@@ -6,7 +6,8 @@
 #   run.sh SECONDS PROCS_PER_TARGET OUTDIR [TARGET...]
 # Writes to OUTDIR: summary.txt and summary.json (inputs, seconds, processes, findings per target),
 # findings/TARGET/ (crash-*, leak-*, timeout-*, oom-*: the inputs, to replay where clang is),
-# logs/TARGET.log (the last 200 lines of libFuzzer's output). Exit 0 when nothing was found.
+# logs/TARGET.log (the last 200 lines of libFuzzer's output), logs/TARGET.errors (every ERROR line of
+# the failed jobs). Exit 0 when nothing was found: no input in findings/ and no failed job.
 set -euo pipefail
 if [ $# -lt 3 ]; then
   echo "usage: $0 SECONDS PROCS_PER_TARGET OUTDIR [TARGET...]" >&2
@@ -32,6 +33,9 @@ run_target() {
     -ignore_timeouts=1 -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
     -artifact_prefix="$out/findings/$t/" "$work/$t/corpus" > "$work/$t/log.txt" 2>&1 || true
   tail -n 200 "$work/$t/log.txt" > "$out/logs/$t.log"
+  # A job that exits with an error but leaves no input behind (an exit-time leak report, a signal
+  # from outside) shows only here: -fork prints the job's "ERROR:" lines and counts it as a crash.
+  grep -E 'ERROR:|SUMMARY:' "$work/$t/log.txt" > "$out/logs/$t.errors" || true
 }
 
 start=$(date +%s)
@@ -40,7 +44,7 @@ wait
 wall=$(( $(date +%s) - start ))
 
 # Fork mode's status lines: "#INPUTS: cov: ... exec/s: ... time: SECONDSs ..."; the last one has the totals.
-printf '%-11s %12s %8s %6s %9s %8s\n' target inputs seconds procs findings corpus | tee "$out/summary.txt"
+printf '%-11s %12s %8s %6s %9s %17s %8s\n' target inputs seconds procs findings oom/timeout/crash corpus | tee "$out/summary.txt"
 json="{\"seconds_requested\":$seconds,\"procs_per_target\":$procs,\"wall_seconds\":$wall,\"host_cores\":$(nproc),\"targets\":["
 found_any=0
 for t in "${targets[@]}"; do
@@ -49,9 +53,12 @@ for t in "${targets[@]}"; do
   secs=$(grep -o 'time: [0-9]*s' "$log" | tail -1 | tr -dc '0-9' || true)
   found=$(find "$out/findings/$t" -type f | wc -l)
   corpus=$(find "$work/$t/corpus" -type f | wc -l)
-  [ "$found" -gt 0 ] && found_any=1
-  printf '%-11s %12s %8s %6s %9s %8s\n' "$t" "${runs:-?}" "${secs:-?}" "$procs" "$found" "$corpus" | tee -a "$out/summary.txt"
-  json+="{\"target\":\"$t\",\"inputs\":${runs:-null},\"seconds\":${secs:-null},\"procs\":$procs,\"findings\":$found,\"corpus\":$corpus},"
+  # libFuzzer's own count of failed jobs, "oom/timeout/crash: A/B/C", whether or not they left an input
+  failed=$(grep -o 'oom/timeout/crash: [0-9]*/[0-9]*/[0-9]*' "$log" | tail -1 | awk '{print $2}' || true)
+  failed=${failed:-0/0/0}
+  [ "$found" -gt 0 ] || [ "$failed" != 0/0/0 ] && found_any=1
+  printf '%-11s %12s %8s %6s %9s %17s %8s\n' "$t" "${runs:-?}" "${secs:-?}" "$procs" "$found" "$failed" "$corpus" | tee -a "$out/summary.txt"
+  json+="{\"target\":\"$t\",\"inputs\":${runs:-null},\"seconds\":${secs:-null},\"procs\":$procs,\"findings\":$found,\"failed_jobs_oom_timeout_crash\":\"$failed\",\"corpus\":$corpus},"
 done
 echo "${json%,}]}" > "$out/summary.json"
 echo "campaign: ${wall} s wall on $(nproc) cores; findings in $out/findings/" | tee -a "$out/summary.txt"

@@ -9,6 +9,7 @@
 
 #include "statetrack/automata/error.hpp"
 #include "statetrack/automata/files.hpp"
+#include "statetrack/automata/formats.hpp"
 #include "statetrack/automata/zoo.hpp"
 #include "statetrack/gpu/spectra.hpp"
 #include "statetrack/gpu/trainer.hpp"
@@ -79,6 +80,41 @@ TEST(Task, LengthRangesAreParsedAndCheckedAsInputs) {
     EXPECT_EQ(parse_length_range("7", "--train-len").min, 7u);
     for (const char* bad : {"", "a:3", "5:3", "0:4", "3:", "3:4:5", "1:99999999"})
         EXPECT_THROW(parse_length_range(bad, "--test-len"), InputError) << bad;
+}
+
+// A task read back from a checkpoint header is held to the DFA readers' table limit before its
+// table is allocated: 2^28 / letters states are the most, one more is a LimitError naming
+// /task/dfa/states; no states or no letters are refused too.
+TEST(Task, CheckpointTaskDfaSizeIsLimitedBeforeAllocation) {
+    const Task task{parity_dfa(), "parity", LabelMode::final_position, Target::accept};
+    const nlohmann::json good = task_to_json(task);
+    EXPECT_EQ(task_from_json(good, "t").dfa.num_states(), task.dfa.num_states());
+    const std::size_t letters = task.dfa.num_letters(), most = automata::max_table_entries / letters;
+    auto with_states = [&](std::size_t states) {
+        nlohmann::json j = good;
+        j["dfa"]["states"] = states;
+        return j;
+    };
+    try {
+        task_from_json(with_states(most + 1), "big.ckpt");
+        FAIL() << "one state beyond the limit must be refused";
+    } catch (const LimitError& e) {
+        EXPECT_NE(std::string(e.what()).find("/task/dfa/states"), std::string::npos) << e.what();
+    }
+    // at the limit the size is accepted, and the file is refused only for its short transition table
+    try {
+        task_from_json(with_states(most), "at-limit.ckpt");
+        FAIL() << "the transition rows do not match the states";
+    } catch (const LimitError& e) {
+        FAIL() << "at the limit is not over it: " << e.what();
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("/task/dfa/transitions"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(task_from_json(with_states(0), "zero.ckpt"), InputError);
+    EXPECT_THROW(task_from_json(with_states(3333333333333333), "fuzz.ckpt"), LimitError);
+    nlohmann::json no_letters = good;
+    no_letters["dfa"]["alphabet"] = nlohmann::json::array();
+    EXPECT_THROW(task_from_json(no_letters, "empty.ckpt"), InputError);
 }
 
 TEST(Schedule, WarmupThenCosineToMinimum) {
@@ -195,12 +231,19 @@ TEST(Trainer, DivergenceStopsAndKeepsTheLastGoodCheckpoint) {
     for (double w : kept.params) ASSERT_TRUE(std::isfinite(w));
 }
 
-TEST(Checkpoint, CorruptTruncatedOrMismatchedCheckpointsAreRefused) {
+// A finished 4-step parity run in a fresh folder `name`; returns its options (out_dir included).
+TrainOptions four_step_parity_run(const std::string& name) {
     const Task task{parity_dfa(), "parity", LabelMode::final_position, Target::accept};
-    const auto out = fresh_dir("corrupt");
-    TrainOptions o = tiny_options("deltanet", out);
+    TrainOptions o = tiny_options("deltanet", fresh_dir(name));
     o.steps = 4;
     train(task, o, nullptr);
+    return o;
+}
+
+TEST(Checkpoint, CorruptTruncatedOrMismatchedCheckpointsAreRefused) {
+    const Task task{parity_dfa(), "parity", LabelMode::final_position, Target::accept};
+    TrainOptions o = four_step_parity_run("corrupt");
+    const fs::path out = o.out_dir;
     const std::string path = (out / "checkpoint.bin").string();
     const std::string good = read_text_file(path);
     EXPECT_NO_THROW(decode_checkpoint(good, path));
@@ -223,6 +266,36 @@ TEST(Checkpoint, CorruptTruncatedOrMismatchedCheckpointsAreRefused) {
     const Task other{mod3_dfa(), "mod3", LabelMode::final_position, Target::accept};
     EXPECT_THROW(train(other, o, nullptr), InputError);
     EXPECT_THROW(read_checkpoint((out / "missing.bin").string()), InputError);
+}
+
+// A checkpoint whose checksum is right but whose evaluation history `train --resume` could not read
+// (edited by hand, or written by another tool) is refused when it is loaded, naming the record.
+TEST(Checkpoint, MalformedHistoryIsRefusedAtLoad) {
+    const fs::path out = four_step_parity_run("history").out_dir;
+    const Checkpoint good = read_checkpoint((out / "checkpoint.bin").string());
+    ASSERT_FALSE(good.history.empty());
+    EXPECT_NO_THROW(decode_checkpoint(encode_checkpoint(good), "good"));
+    const auto refused_at = [&](nlohmann::json history) {
+        Checkpoint bad = good;
+        bad.history = std::move(history);
+        try {
+            decode_checkpoint(encode_checkpoint(bad), "bad.ckpt");
+        } catch (const InputError& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    nlohmann::json float_step = good.history;
+    float_step[0]["step"] = 6.7e58;  // a float beyond size_t: undefined behaviour if converted
+    EXPECT_NE(refused_at(float_step).find("/history/0"), std::string::npos) << refused_at(float_step);
+    nlohmann::json no_eval = good.history;
+    no_eval.back().erase("eval");
+    EXPECT_NE(refused_at(no_eval).find("/eval"), std::string::npos) << refused_at(no_eval);
+    nlohmann::json text_accuracy = good.history;
+    text_accuracy[0]["eval"]["scaled_accuracy"] = "high";
+    EXPECT_NE(refused_at(text_accuracy).find("/history/0/eval"), std::string::npos);
+    EXPECT_NE(refused_at(nlohmann::json::array({1, 2})).find("/history/0"), std::string::npos);
+    EXPECT_NE(refused_at(nlohmann::json::object()).find("/history"), std::string::npos);
 }
 
 TEST(Spectra, EigenvaluesStayInTheRangeOfEachModel) {
