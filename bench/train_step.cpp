@@ -223,6 +223,7 @@ int main(int argc, char** argv) {
             shapes.push_back({"deltaproduct:2", "deltaproduct:2", 2, T, 2, 2});
             shapes.push_back({"modarith (3 layers)", "deltanet", 3, T, 8, 5});
         }
+        for (std::size_t T : {40, 256}) shapes.push_back({"deltanet, bf16 MLP", "deltanet", 2, T, 2, 2, MatmulPrecision::bf16});
         shapes.push_back({"deltanet, fp32 products", "deltanet", 2, 40, 2, 2, MatmulPrecision::fp32});
         shapes.push_back({"deltanet, no graph", "deltanet", 2, 40, 2, 2, MatmulPrecision::tf32, false});
         shapes.push_back({"lstm", "lstm", 2, 40, 2, 2});

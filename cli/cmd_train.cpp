@@ -92,7 +92,7 @@ void add_train(CLI::App& app) {
     cmd->add_option("--target", a->target, "accept (2 classes) or state (one class per DFA state)")->capture_default_str();
     cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
     cmd->add_option("--cuda-device", a->cuda_device, "Which GPU (--device cuda)")->capture_default_str();
-    cmd->add_option("--matmul", a->matmul, "CUDA matrix products: tf32 (tensor cores) or fp32 (exact)")->capture_default_str();
+    cmd->add_option("--matmul", a->matmul, "CUDA matrix products: tf32 (tensor cores), bf16 (tf32, and the MLP in bf16) or fp32 (exact)")->capture_default_str();
     cmd->add_option("--precision", a->precision, "Arithmetic: fp32 or fp64 (fp64: CPU only)")->capture_default_str();
     cmd->add_option("--eval-every", a->eval_every, "Evaluate and checkpoint every N steps (0: steps / 10)")->capture_default_str();
     cmd->add_option("--eval-words", a->eval_words, "Test words per length")->capture_default_str();

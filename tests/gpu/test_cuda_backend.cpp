@@ -85,18 +85,22 @@ double relative_error(const A& got, const B& want, std::size_t begin, std::size_
 // [0,1] instance below, that alone moves the gradients by 1.3e-2 (2^-11 = 4.9e-4 times 27), and
 // the device, which rounds both operands of every product forward and backward, lands 1.7-3.1x
 // the sensitivity over all cases (measured 2026-11-22).
-double round_to_tf32(double x) {
+// x as fp32 with its last `dropped` mantissa bits rounded off (13: TF32's 10-bit mantissa, 16:
+// bf16's 7 bits), to nearest.
+double round_mantissa(double x, int dropped) {
     float f = float(x);
     std::uint32_t u;
     std::memcpy(&u, &f, sizeof u);
-    u = (u + 0x1000u) & ~0x1fffu;  // round to nearest on the 13 dropped mantissa bits
+    u = (u + (1u << (dropped - 1))) & ~((1u << dropped) - 1);
     std::memcpy(&f, &u, sizeof f);
     return f;
 }
-double tf32_sensitivity(const ModelConfig& c, const ParameterLayout& layout, const std::vector<double>& w,
-                        const Batch& batch, const std::vector<double>& ref_grads) {
+// The same measure at bf16's rounding level (--matmul bf16 rounds the MLP's operands and
+// activations to bf16; rounding every weight is the coarser, and so looser, yardstick).
+double rounding_sensitivity(const ModelConfig& c, const ParameterLayout& layout, const std::vector<double>& w,
+                            const Batch& batch, const std::vector<double>& ref_grads, int dropped) {
     std::vector<double> rounded = w, grads(layout.total);
-    for (double& x : rounded) x = round_to_tf32(x);
+    for (double& x : rounded) x = round_mantissa(x, dropped);
     Workspace<double> ws;
     loss_and_gradient<double>(c, layout, rounded, batch, ws, grads);
     double diff = 0, norm = 0;
@@ -113,8 +117,8 @@ struct Comparison {
     double cpu32_worst_gradient = 0;  // the CPU reference's own fp32 path, tensor by tensor, at its worst
     std::string worst_tensor;
     std::vector<std::pair<std::string, double>> per_tensor;  // gradient error of every tensor
-    double tf32_condition = 0;  // tf32_sensitivity of the instance
-    // TF32 products: 2e-2, or 4x the instance's own sensitivity where it is ill-conditioned
+    double tf32_condition = 0;  // rounding_sensitivity of the instance at the products' precision
+    // TF32 (or bf16) products: 2e-2, or 4x the instance's own sensitivity where it is ill-conditioned
     double tf32_bound() const { return std::max(2e-2, 4 * tf32_condition); }
     // A tensor's gradient passes when within 1e-5 of the fp64 reference, or (sums with cancellation,
     // e.g. conv taps, where fp32 rounding alone exceeds 1e-5) no worse than 3x the CPU's own fp32 path.
@@ -149,7 +153,9 @@ Comparison compare(const ModelConfig& cpu_config, const ModelConfig& gpu_config,
     loss_and_gradient<float>(cpu_config, layout, wf, batch, ws32, grads32);
 
     Comparison out;
-    if (matmul == MatmulPrecision::tf32) out.tf32_condition = tf32_sensitivity(cpu_config, layout, w, batch, ref_grads);
+    if (matmul != MatmulPrecision::fp32)
+        out.tf32_condition = rounding_sensitivity(cpu_config, layout, w, batch, ref_grads,
+                                                  matmul == MatmulPrecision::bf16 ? 16 : 13);
     out.logits = relative_error(got_logits, ref_logits, 0, ref_logits.size());
     out.loss = std::abs(loss - ref_loss) / std::abs(ref_loss);
     // all tensors together, but for head_bias: its gradient is the column sum of softmax - onehot,
@@ -223,21 +229,32 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceOnLongWords) {
     }
 }
 
-TEST(CudaBackend, Tf32MatchesCpuReferenceLoosely) {
-    SKIP_WITHOUT_GPU();
-    std::uint64_t seed = 200;
+// Every case on tensor-core products (tf32, or bf16 in the MLP), one seed each from first_seed + 1:
+// logits within 2e-2 and all gradients within the instance's bound (Comparison::tf32_bound).
+void expect_loose_match(MatmulPrecision matmul, std::uint64_t seed) {
     for (const Case& k : cases) {
         const auto c = config_for(k.model, k.eig, 32, 2);
-        const Comparison r = compare(c, c, MatmulPrecision::tf32, ++seed);
+        const Comparison r = compare(c, c, matmul, ++seed);
         SCOPED_TRACE(std::string(k.model) + " eig " + to_string(k.eig));
-        std::string large;  // the tensors a TF32 error comes from (printed: they explain a failure)
+        std::string large;  // the tensors the error comes from (printed: they explain a failure)
         for (const auto& [name, e] : r.per_tensor)
             if (e > 3e-3) large += " " + name + "=" + std::to_string(e);
-        std::printf("tf32 %s eig %s: logits %.2e, all gradients %.2e (sensitivity %.2e);%s\n", k.model,
+        std::printf("%s %s eig %s: logits %.2e, all gradients %.2e (sensitivity %.2e);%s\n", to_string(matmul), k.model,
                     to_string(k.eig), r.logits, r.all_gradients, r.tf32_condition, large.c_str());
         EXPECT_LT(r.logits, 2e-2);
         EXPECT_LT(r.all_gradients, r.tf32_bound()) << "worst tensor " << r.worst_tensor << " " << r.worst_gradient;
     }
+}
+
+TEST(CudaBackend, Tf32MatchesCpuReferenceLoosely) {
+    SKIP_WITHOUT_GPU();
+    expect_loose_match(MatmulPrecision::tf32, 200);
+}
+
+// --matmul bf16: the MLP's products on bf16 operands, its activations and gradients stored in bf16.
+TEST(CudaBackend, Bf16MlpMatchesCpuReferenceLoosely) {
+    SKIP_WITHOUT_GPU();
+    expect_loose_match(MatmulPrecision::bf16, 500);
 }
 
 // The comparison must be able to fail: the other eigenvalue range (beta doubled, or 2a - 1) on
@@ -251,6 +268,8 @@ TEST(CudaBackend, ComparisonCatchesAWrongModel) {
         EXPECT_GT(r.all_gradients, 1e-3) << model;
         const Comparison t = compare(cpu, gpu, MatmulPrecision::tf32, 300);  // and the looser TF32 bound
         EXPECT_GT(t.all_gradients, t.tf32_bound()) << model;
+        const Comparison b = compare(cpu, gpu, MatmulPrecision::bf16, 300);  // and the bf16 one
+        EXPECT_GT(b.all_gradients, b.tf32_bound()) << model;
     }
 }
 
@@ -303,6 +322,10 @@ TEST(CudaBackend, AdamWStepAndGraphMatchReference) {
 TEST(CudaBackend, BadInputIsRejected) {
     SKIP_WITHOUT_GPU();
     EXPECT_THROW(make_cuda_session(config_for("deltanet", EigRange::unit, 64, 1)), InputError);  // head_dim 64
+    ModelConfig odd_mlp = config_for("deltanet", EigRange::unit);
+    odd_mlp.mlp_hidden = 30;  // the bf16 MLP's kernels take 4 values at a time
+    EXPECT_NO_THROW(make_cuda_session(odd_mlp, {MatmulPrecision::tf32, true, false}));
+    EXPECT_THROW(make_cuda_session(odd_mlp, {MatmulPrecision::bf16, true, false}), InputError);
     const auto c = config_for("deltanet", EigRange::unit);
     CudaSession session = make_cuda_session(c, {MatmulPrecision::fp32, true, false});
     const auto layout = parameter_layout(c);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <map>
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 
 #include <cstdio>
@@ -41,16 +42,19 @@ struct LayerActs {
 struct Plan {
     std::size_t B, T, N, d, H, dh, F, m, C, K, qkv, gw;
     bool training;
+    bool mlp16;  // --matmul bf16: xn2, gu, hm and their gradients hold bf16 (in their float slots)
     std::vector<std::size_t> x;
     std::vector<LayerActs> layers;
     std::size_t xnf, rf, logits, dlogits;
     std::size_t dx, dxn, s1, s2, s3, dz, dh_next, dc_next;
+    std::size_t dx16;  // bf16 copy of dx, the MLP backward's operand (mlp16 only)
     std::size_t tokens, targets;  // int32 arrays, stored in float-sized slots
     std::size_t total = 0;
 };
 
-Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training) {
+Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training, bool mlp16) {
     Plan p{};
+    p.mlp16 = mlp16;
     p.B = B, p.T = T, p.N = B * T, p.d = c.d_model, p.H = c.heads, p.dh = c.head_dim(), p.F = c.factors;
     p.m = c.mlp_width(), p.C = c.classes, p.K = c.conv_kernel;
     p.qkv = p.d + 2 * p.F * p.d;
@@ -88,6 +92,7 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
         p.dlogits = take(N * p.C), p.dx = take(N * d), p.dxn = take(N * d);
         p.s1 = take(N * wide), p.s2 = take(N * wide), p.s3 = take(N * wide), p.dz = take(N * std::max(p.gw, d));
         p.dh_next = take(B * d), p.dc_next = take(B * d);
+        if (mlp16) p.dx16 = take((N * d + 1) / 2);
     }
     return p;
 }
@@ -104,6 +109,7 @@ struct CudaSessionState {
     cublasHandle_t blas = nullptr;
     cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
     float *params = nullptr, *grads = nullptr, *m = nullptr, *v = nullptr;
+    bf16* params16 = nullptr;  // --matmul bf16: the weights rounded to bf16 after every change
     std::uint8_t* decay_mask = nullptr;
     void* blas_workspace = nullptr;
     float* work = nullptr;
@@ -125,7 +131,7 @@ struct CudaSessionState {
         cudaSetDevice(device);
         drop_graphs();
         if (blas) cublasDestroy(blas);
-        for (void* p : {(void*)params, (void*)grads, (void*)m, (void*)v, (void*)decay_mask, blas_workspace, (void*)work,
+        for (void* p : {(void*)params, (void*)grads, (void*)m, (void*)v, (void*)params16, (void*)decay_mask, blas_workspace, (void*)work,
                         (void*)params_device, (void*)results_device})
             if (p) cudaFree(p);
         for (void* p : {(void*)params_host, (void*)results_host, (void*)batch_host})
@@ -150,31 +156,42 @@ T* device_alloc(CudaSessionState& s, std::size_t count) {
 
 // Row-major products with explicit row strides (see kernels.cuh). cuBLAS is column-major: a
 // row-major [rows][cols] array with stride ld is the column-major [cols][rows] matrix with ld.
+// Operands are fp32 (the session's compute type: exact or TF32) or bf16 (fp32 accumulation); the
+// result is fp32 or bf16.
+template <class T>
+constexpr cudaDataType_t cuda_type = std::is_same_v<T, bf16> ? CUDA_R_16BF : CUDA_R_32F;
 struct Blas {
     CudaSessionState& s;
-    void gemm(cublasOperation_t ta, cublasOperation_t tb, std::size_t m, std::size_t n, std::size_t k, const float* A,
-              std::size_t lda, const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc) const {
+    template <class In, class Out>
+    void gemm(cublasOperation_t ta, cublasOperation_t tb, std::size_t m, std::size_t n, std::size_t k, const In* A,
+              std::size_t lda, const In* B, std::size_t ldb, float beta, Out* C, std::size_t ldc) const {
         const float alpha = 1.0f;
-        STATETRACK_BLAS(cublasGemmEx(s.blas, ta, tb, int(m), int(n), int(k), &alpha, A, CUDA_R_32F, int(lda), B,
-                                     CUDA_R_32F, int(ldb), &beta, C, CUDA_R_32F, int(ldc), s.compute,
+        const cublasComputeType_t compute = std::is_same_v<In, bf16> ? CUBLAS_COMPUTE_32F : s.compute;
+        STATETRACK_BLAS(cublasGemmEx(s.blas, ta, tb, int(m), int(n), int(k), &alpha, A, cuda_type<In>, int(lda), B,
+                                     cuda_type<In>, int(ldb), &beta, C, cuda_type<Out>, int(ldc), compute,
                                      CUBLAS_GEMM_DEFAULT));
     }
     // Y[rows][out] (+)= X[rows][in] W^T
-    void forward(const float* X, std::size_t ldx, const float* W, float* Y, std::size_t ldy, std::size_t rows,
-                 std::size_t in, std::size_t out, bool accumulate = false) const {
+    template <class In, class Out>
+    void forward(const In* X, std::size_t ldx, const In* W, Out* Y, std::size_t ldy, std::size_t rows, std::size_t in,
+                 std::size_t out, bool accumulate = false) const {
         gemm(CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, W, in, X, ldx, accumulate ? 1.0f : 0.0f, Y, ldy);
     }
     // dX[rows][in] (+)= dY[rows][out] W
-    void input_grad(const float* dY, std::size_t lddy, const float* W, float* dX, std::size_t lddx, std::size_t rows,
+    template <class In, class Out>
+    void input_grad(const In* dY, std::size_t lddy, const In* W, Out* dX, std::size_t lddx, std::size_t rows,
                     std::size_t in, std::size_t out, bool accumulate) const {
         gemm(CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, W, in, dY, lddy, accumulate ? 1.0f : 0.0f, dX, lddx);
     }
     // dW[out][in] += dY^T X
-    void weight_grad(const float* X, std::size_t ldx, const float* dY, std::size_t lddy, float* dW, std::size_t rows,
+    template <class In>
+    void weight_grad(const In* X, std::size_t ldx, const In* dY, std::size_t lddy, float* dW, std::size_t rows,
                      std::size_t in, std::size_t out) const {
         gemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, X, ldx, dY, lddy, 1.0f, dW, in);
     }
 };
+// A float slot of the workspace holding bf16 values (half of it used).
+bf16* as16(float* p) { return reinterpret_cast<bf16*>(p); }
 
 // What forward_pass and backward_pass both work with: the model, the parameter layout, the
 // session's state, products on its stream, the weights and the workspace.
@@ -230,10 +247,19 @@ void forward_pass(CudaSession& session, const Plan& p) {
             rmsnorm_forward(ws + a.o, W + sl.onorm, ws + a.on, ws + a.ro, nullptr, N, d, p.dh, st);
             blas.forward(ws + a.on, d, W + sl.wo, ws + a.x_mid, d, N, d, d, true);
         }
-        rmsnorm_forward(ws + a.x_mid, W + sl.norm2, ws + a.xn2, ws + a.r2, ws + p.x[l + 1], N, d, d, st);
-        blas.forward(ws + a.xn2, d, W + sl.wgate, ws + a.gu, 2 * p.m, N, d, 2 * p.m);
-        swiglu_forward(ws + a.gu, ws + a.hm, N, p.m, st);
-        blas.forward(ws + a.hm, p.m, W + sl.wdown, ws + p.x[l + 1], d, N, p.m, d, true);
+        if (p.mlp16) {
+            const bf16* W16 = s.params16;
+            bf16 *xn2 = as16(ws + a.xn2), *gu = as16(ws + a.gu), *hm = as16(ws + a.hm);
+            rmsnorm_forward(ws + a.x_mid, W + sl.norm2, nullptr, ws + a.r2, ws + p.x[l + 1], N, d, d, st, xn2);
+            blas.forward(xn2, d, W16 + sl.wgate, gu, 2 * p.m, N, d, 2 * p.m);
+            swiglu_forward(gu, hm, N, p.m, st);
+            blas.forward(hm, p.m, W16 + sl.wdown, ws + p.x[l + 1], d, N, p.m, d, true);
+        } else {
+            rmsnorm_forward(ws + a.x_mid, W + sl.norm2, ws + a.xn2, ws + a.r2, ws + p.x[l + 1], N, d, d, st);
+            blas.forward(ws + a.xn2, d, W + sl.wgate, ws + a.gu, 2 * p.m, N, d, 2 * p.m);
+            swiglu_forward(ws + a.gu, ws + a.hm, N, p.m, st);
+            blas.forward(ws + a.hm, p.m, W + sl.wdown, ws + p.x[l + 1], d, N, p.m, d, true);
+        }
     }
     rmsnorm_forward(ws + p.x[c.layers], W + L.norm_f, ws + p.xnf, ws + p.rf, nullptr, N, d, d, st);
     blas.forward(ws + p.xnf, d, W + L.head, ws + p.logits, p.C, N, d, p.C);
@@ -251,18 +277,29 @@ void backward_pass(CudaSession& session, const Plan& p) {
     blas.input_grad(ws + p.dlogits, p.C, W + L.head, dxn, d, N, d, p.C, false);
     blas.weight_grad(ws + p.xnf, d, ws + p.dlogits, p.C, G + L.head, N, d, p.C);
     column_sums(ws + p.dlogits, G + L.head_bias, N, p.C, st);
-    rmsnorm_backward(ws + p.x[c.layers], W + L.norm_f, ws + p.rf, dxn, dx, G + L.norm_f, N, d, d, false, st);
+    bf16* dx16 = p.mlp16 ? as16(ws + p.dx16) : nullptr;  // dx in bf16 for the MLP's products
+    rmsnorm_backward(ws + p.x[c.layers], W + L.norm_f, ws + p.rf, dxn, dx, G + L.norm_f, N, d, d, false, st, dx16);
     for (std::size_t l = c.layers; l-- > 0;) {
         const LayerSlots& sl = L.layers[l];
         const LayerActs& a = p.layers[l];
         // MLP
-        float* dhm = ws + p.s1;
-        float* dgu = ws + p.s2;
-        blas.input_grad(dx, d, W + sl.wdown, dhm, p.m, N, p.m, d, false);
-        blas.weight_grad(ws + a.hm, p.m, dx, d, G + sl.wdown, N, p.m, d);
-        swiglu_backward(ws + a.gu, dhm, dgu, N, p.m, st);
-        blas.input_grad(dgu, 2 * p.m, W + sl.wgate, dxn, d, N, d, 2 * p.m, false);
-        blas.weight_grad(ws + a.xn2, d, dgu, 2 * p.m, G + sl.wgate, N, d, 2 * p.m);
+        if (p.mlp16) {
+            const bf16* W16 = s.params16;
+            bf16 *dhm = as16(ws + p.s1), *dgu = as16(ws + p.s2);
+            blas.input_grad(dx16, d, W16 + sl.wdown, dhm, p.m, N, p.m, d, false);
+            blas.weight_grad(as16(ws + a.hm), p.m, dx16, d, G + sl.wdown, N, p.m, d);
+            swiglu_backward(as16(ws + a.gu), dhm, dgu, N, p.m, st);
+            blas.input_grad(dgu, 2 * p.m, W16 + sl.wgate, dxn, d, N, d, 2 * p.m, false);
+            blas.weight_grad(as16(ws + a.xn2), d, dgu, 2 * p.m, G + sl.wgate, N, d, 2 * p.m);
+        } else {
+            float* dhm = ws + p.s1;
+            float* dgu = ws + p.s2;
+            blas.input_grad(dx, d, W + sl.wdown, dhm, p.m, N, p.m, d, false);
+            blas.weight_grad(ws + a.hm, p.m, dx, d, G + sl.wdown, N, p.m, d);
+            swiglu_backward(ws + a.gu, dhm, dgu, N, p.m, st);
+            blas.input_grad(dgu, 2 * p.m, W + sl.wgate, dxn, d, N, d, 2 * p.m, false);
+            blas.weight_grad(ws + a.xn2, d, dgu, 2 * p.m, G + sl.wgate, N, d, 2 * p.m);
+        }
         rmsnorm_backward(ws + a.x_mid, W + sl.norm2, ws + a.r2, dxn, dx, G + sl.norm2, N, d, d, true, st);
         // mixer
         if (c.mixer == Mixer::lstm) {
@@ -307,7 +344,9 @@ void backward_pass(CudaSession& session, const Plan& p) {
             blas.input_grad(dpre, p.qkv, W + sl.wq, dxn, d, N, d, p.qkv, true);
             blas.weight_grad(ws + a.xn1, d, dpre, p.qkv, G + sl.wq, N, d, p.qkv);
         }
-        rmsnorm_backward(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, N, d, d, true, st);
+        // the dx of the layer below (its MLP's operand); the first layer's goes to the embedding only
+        rmsnorm_backward(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, N, d, d, true, st,
+                         l > 0 ? dx16 : nullptr);
     }
     embed_backward(reinterpret_cast<const std::int32_t*>(ws + p.tokens), dx, G + L.embed, N, d, c.vocab, st);
 }
@@ -383,6 +422,7 @@ void enqueue_loss_and_gradient(CudaSession& session, const Plan& p) {
 void enqueue_adamw(CudaSession& session) {
     CudaSessionState& s = *session.state;
     adamw(s.params_device, s.results_device, s.decay_mask, s.params, s.grads, s.m, s.v, session.layout.total, s.stream);
+    if (s.params16) to_bf16(s.params, s.params16, session.layout.total, s.stream);
 }
 void enqueue_results(CudaSessionState& s) {
     STATETRACK_CUDA(cudaMemcpyAsync(s.results_host, s.results_device, sizeof(StepResults), cudaMemcpyDeviceToHost, s.stream));
@@ -431,7 +471,7 @@ Plan prepare(CudaSession& session, const Batch& batch, bool training, const Adam
              double lr) {
     check_batch(session, batch);
     CudaSessionState& s = on_device(session);
-    const Plan p = make_plan(session.config, batch.batch, batch.length, training);
+    const Plan p = make_plan(session.config, batch.batch, batch.length, training, s.params16 != nullptr);
     reserve(s, p);
     stage_batch(s, batch);
     set_step_params(s, batch, adamw, step, lr);
@@ -479,6 +519,11 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
                          "the CUDA backend needs d_model / heads in 4, 8, 16, 32 (got " + std::to_string(config.head_dim()) + ")");
     if (config.conv_kernel > 8)
         throw InputError("--conv", std::to_string(config.conv_kernel), "the CUDA backend's convolutions take at most 8 taps");
+    if (options.matmul == MatmulPrecision::bf16 &&
+        (config.d_model % 4 || config.d_model > 512 || config.mlp_width() % 4))
+        throw InputError("--matmul", "bf16",
+                         "the bf16 MLP needs d_model and the MLP width multiples of 4, and d_model at most 512 (got " +
+                             std::to_string(config.d_model) + " and " + std::to_string(config.mlp_width()) + ")");
     CudaSession session{config, parameter_layout(config), options, nullptr};
     session.state.reset(new CudaSessionState);
     session.state->device = options.device;
@@ -497,6 +542,7 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
         STATETRACK_BLAS(cublasSetMathMode(s.blas, CUBLAS_TF32_TENSOR_OP_MATH));
     }
     s.params = device_alloc<float>(s, total), s.grads = device_alloc<float>(s, total);
+    if (options.matmul == MatmulPrecision::bf16) s.params16 = device_alloc<bf16>(s, total);
     s.m = device_alloc<float>(s, total), s.v = device_alloc<float>(s, total);
     STATETRACK_CUDA(cudaMemset(s.m, 0, total * sizeof(float)));
     STATETRACK_CUDA(cudaMemset(s.v, 0, total * sizeof(float)));
@@ -515,6 +561,11 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
 
 void upload_parameters(CudaSession& session, std::span<const float> params) {
     copy_to_device(session, session.state->params, params);
+    CudaSessionState& s = *session.state;
+    if (s.params16) {
+        to_bf16(s.params, s.params16, session.layout.total, s.stream);
+        STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
+    }
 }
 void download_parameters(const CudaSession& session, std::span<float> params) {
     copy_to_host(session, params, session.state->params);

@@ -8,9 +8,17 @@ namespace statetrack::gpu {
 MatmulPrecision parse_matmul_precision(const std::string& text) {
     if (text == "fp32") return MatmulPrecision::fp32;
     if (text == "tf32") return MatmulPrecision::tf32;
-    throw InputError("--matmul", text, "expected fp32 or tf32");
+    if (text == "bf16") return MatmulPrecision::bf16;
+    throw InputError("--matmul", text, "expected fp32, tf32 or bf16");
 }
-const char* to_string(MatmulPrecision precision) { return precision == MatmulPrecision::fp32 ? "fp32" : "tf32"; }
+const char* to_string(MatmulPrecision precision) {
+    switch (precision) {
+        case MatmulPrecision::fp32: return "fp32";
+        case MatmulPrecision::tf32: return "tf32";
+        case MatmulPrecision::bf16: return "bf16";
+    }
+    return "?";
+}
 
 #ifndef STATETRACK_HAVE_CUDA_BACKEND
 

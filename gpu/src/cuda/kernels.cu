@@ -99,6 +99,19 @@ struct RowShape {
 
 __device__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+// Four bf16 values (8 bytes) in and out of fp32 registers, rounding to nearest even.
+__device__ float4 load4(const bf16* p) {
+    const uint2 bits = *reinterpret_cast<const uint2*>(p);
+    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits.x));
+    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits.y));
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+__device__ void store4(bf16* p, float4 v) {
+    const __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
+    uint2 bits;
+    bits.x = *reinterpret_cast<const unsigned*>(&a), bits.y = *reinterpret_cast<const unsigned*>(&b);
+    *reinterpret_cast<uint2*>(p) = bits;
+}
 // The gain lies in the parameter buffer, whose tensors are not 16-byte aligned.
 __device__ float4 load4_unaligned(const float* p) { return make_float4(p[0], p[1], p[2], p[3]); }
 
@@ -120,9 +133,9 @@ __device__ void group_sums(float (&part)[CH], unsigned seg) {
 }
 __device__ unsigned group_of(unsigned quad, const RowShape& s) { return s.seg ? quad / s.seg : 0; }
 
-template <int CH>
+template <int CH, class Out>
 __global__ void rmsnorm_forward_rows_kernel(const float* __restrict__ x, const float* __restrict__ g,
-                                            float* __restrict__ y, float* __restrict__ rinv, float* __restrict__ copy,
+                                            Out* __restrict__ y, float* __restrict__ rinv, float* __restrict__ copy,
                                             unsigned rows, RowShape s) {
     const unsigned row = blockIdx.x * row_warps + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= rows) return;  // the whole warp
@@ -156,7 +169,8 @@ template <int CH>
 __global__ void __launch_bounds__(row_warps * 32, norm_blocks_per_sm)
     rmsnorm_backward_rows_kernel(const float* __restrict__ x, const float* __restrict__ g,
                                  const float* __restrict__ rinv, const float* __restrict__ dy, float* __restrict__ dx,
-                                 float* __restrict__ dg, unsigned rows, RowShape s, bool accumulate) {
+                                 bf16* __restrict__ dx16, float* __restrict__ dg, unsigned rows, RowShape s,
+                                 bool accumulate) {
     __shared__ float4 partial[row_warps][32 * CH];
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     float4 gain[CH], acc[CH];
@@ -197,6 +211,7 @@ __global__ void __launch_bounds__(row_warps * 32, norm_blocks_per_sm)
                 out = make_float4(old.x + out.x, old.y + out.y, old.z + out.z, old.w + out.w);
             }
             store4(dx + at + 4 * i, out);
+            if (dx16) store4(dx16 + at + 4 * i, out);
             acc[k].x += dk.x * xk.x * rk, acc[k].y += dk.y * xk.y * rk;
             acc[k].z += dk.z * xk.z * rk, acc[k].w += dk.w * xk.w * rk;
         }
@@ -421,16 +436,18 @@ struct SwigluShape {
     unsigned quads;  // rows * m / 4
     unsigned mq;     // m / 4
 };
-__global__ void swiglu_forward_kernel(const float* __restrict__ gu, float* __restrict__ h, SwigluShape s) {
+template <class T>
+__global__ void swiglu_forward_kernel(const T* __restrict__ gu, T* __restrict__ h, SwigluShape s) {
     const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= s.quads) return;
     const unsigned n = i / s.mq, q = i - n * s.mq;
-    const float* row = gu + std::size_t(n) * s.mq * 8 + 4 * q;
+    const T* row = gu + std::size_t(n) * s.mq * 8 + 4 * q;
     const float4 a = load4(row), u = load4(row + 4 * s.mq);
     store4(h + 4 * std::size_t(i), make_float4(siluf(a.x) * u.x, siluf(a.y) * u.y, siluf(a.z) * u.z, siluf(a.w) * u.w));
 }
-__global__ void swiglu_backward_kernel(const float* __restrict__ gu, const float* __restrict__ dh,
-                                       float* __restrict__ dgu, SwigluShape s) {
+template <class T>
+__global__ void swiglu_backward_kernel(const T* __restrict__ gu, const T* __restrict__ dh, T* __restrict__ dgu,
+                                       SwigluShape s) {
     const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= s.quads) return;
     const unsigned n = i / s.mq, q = i - n * s.mq;
@@ -454,6 +471,12 @@ __global__ void swiglu_backward_scalar_kernel(const float* gu, const float* dh, 
     const float a = gu[n * 2 * m + c], u = gu[n * 2 * m + m + c];
     dgu[n * 2 * m + c] = dh[i] * u * silu_gradf(a);
     dgu[n * 2 * m + m + c] = dh[i] * siluf(a);
+}
+
+__global__ void to_bf16_kernel(const float* __restrict__ x, bf16* __restrict__ y, std::size_t count) {
+    for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+         i += std::size_t(gridDim.x) * blockDim.x)
+        y[i] = __float2bfloat16_rn(x[i]);
 }
 
 // Warp per row, grid-stride; one atomic per block for the loss.
@@ -632,14 +655,21 @@ void with_chunks(unsigned chunks, F&& f) {
 }
 
 void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, float* copy, std::size_t rows,
-                     std::size_t width, std::size_t group, cudaStream_t stream) {
+                     std::size_t width, std::size_t group, cudaStream_t stream, bf16* y16) {
     RowShape shape{};
     unsigned chunks = 0;
-    if (vector_rows(rows, width, group, {x, y, copy}, shape, chunks)) {
+    const bool vector = vector_rows(rows, width, group, {x, y, copy, reinterpret_cast<const float*>(y16)}, shape, chunks);
+    if (y16 && !vector) throw std::invalid_argument("rmsnorm_forward: a bf16 output needs the row kernel's layout");
+    if (vector) {
         const unsigned blocks = unsigned((rows + row_warps - 1) / row_warps);
         with_chunks(chunks, [&](auto ch) {
-            rmsnorm_forward_rows_kernel<decltype(ch)::value>
-                <<<blocks, row_warps * 32, 0, stream>>>(x, g, y, rinv, copy, unsigned(rows), shape);
+            constexpr int CH = decltype(ch)::value;
+            if (y16)
+                rmsnorm_forward_rows_kernel<CH, bf16>
+                    <<<blocks, row_warps * 32, 0, stream>>>(x, g, y16, rinv, copy, unsigned(rows), shape);
+            else
+                rmsnorm_forward_rows_kernel<CH, float>
+                    <<<blocks, row_warps * 32, 0, stream>>>(x, g, y, rinv, copy, unsigned(rows), shape);
         });
     } else {
         rmsnorm_forward_kernel<<<blocks_for(rows * (width / group) * 32), threads, 0, stream>>>(x, g, y, rinv, copy,
@@ -649,19 +679,21 @@ void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, floa
 }
 
 void rmsnorm_backward(const float* x, const float* g, const float* rinv, const float* dy, float* dx, float* dg,
-                      std::size_t rows, std::size_t width, std::size_t group, bool accumulate, cudaStream_t stream) {
+                      std::size_t rows, std::size_t width, std::size_t group, bool accumulate, cudaStream_t stream,
+                      bf16* dx16) {
     RowShape shape{};
     unsigned chunks = 0;
-    if (vector_rows(rows, width, group, {x, dy, dx}, shape, chunks)) {
+    if (vector_rows(rows, width, group, {x, dy, dx, reinterpret_cast<const float*>(dx16)}, shape, chunks)) {
         with_chunks(chunks, [&](auto ch) {
             constexpr int CH = decltype(ch)::value;
             const unsigned blocks = std::min(norm_backward_blocks(), unsigned((rows + row_warps - 1) / row_warps));
-            rmsnorm_backward_rows_kernel<CH>
-                <<<blocks, row_warps * 32, 0, stream>>>(x, g, rinv, dy, dx, dg, unsigned(rows), shape, accumulate);
+            rmsnorm_backward_rows_kernel<CH><<<blocks, row_warps * 32, 0, stream>>>(x, g, rinv, dy, dx, dx16, dg,
+                                                                                   unsigned(rows), shape, accumulate);
         });
         launched("rmsnorm_backward");
         return;
     }
+    if (dx16) throw std::invalid_argument("rmsnorm_backward: a bf16 copy needs the row kernel's layout");
     rmsnorm_backward_kernel<<<blocks_for(rows * (width / group) * 32), threads, 0, stream>>>(x, g, rinv, dy, dx, rows,
                                                                                             width, group, accumulate);
     launched("rmsnorm_backward");
@@ -739,7 +771,7 @@ bool swiglu_vector_shape(std::size_t rows, std::size_t m, std::initializer_list<
 void swiglu_forward(const float* gu, float* h, std::size_t rows, std::size_t m, cudaStream_t stream) {
     SwigluShape s{};
     if (swiglu_vector_shape(rows, m, {gu, h}, s))
-        swiglu_forward_kernel<<<blocks_for(s.quads), threads, 0, stream>>>(gu, h, s);
+        swiglu_forward_kernel<float><<<blocks_for(s.quads), threads, 0, stream>>>(gu, h, s);
     else
         swiglu_forward_scalar_kernel<<<blocks_for(rows * m), threads, 0, stream>>>(gu, h, rows, m);
     launched("swiglu_forward");
@@ -749,10 +781,32 @@ void swiglu_backward(const float* gu, const float* dh, float* dgu, std::size_t r
                      cudaStream_t stream) {
     SwigluShape s{};
     if (swiglu_vector_shape(rows, m, {gu, dh, dgu}, s))
-        swiglu_backward_kernel<<<blocks_for(s.quads), threads, 0, stream>>>(gu, dh, dgu, s);
+        swiglu_backward_kernel<float><<<blocks_for(s.quads), threads, 0, stream>>>(gu, dh, dgu, s);
     else
         swiglu_backward_scalar_kernel<<<blocks_for(rows * m), threads, 0, stream>>>(gu, dh, dgu, rows, m);
     launched("swiglu_backward");
+}
+
+void swiglu_forward(const bf16* gu, bf16* h, std::size_t rows, std::size_t m, cudaStream_t stream) {
+    SwigluShape s{};
+    if (!swiglu_vector_shape(rows, m, {reinterpret_cast<const float*>(gu), reinterpret_cast<const float*>(h)}, s))
+        throw std::invalid_argument("swiglu_forward: bf16 needs m a multiple of 4 and aligned rows");
+    swiglu_forward_kernel<bf16><<<blocks_for(s.quads), threads, 0, stream>>>(gu, h, s);
+    launched("swiglu_forward (bf16)");
+}
+void swiglu_backward(const bf16* gu, const bf16* dh, bf16* dgu, std::size_t rows, std::size_t m, cudaStream_t stream) {
+    SwigluShape s{};
+    if (!swiglu_vector_shape(rows, m, {reinterpret_cast<const float*>(gu), reinterpret_cast<const float*>(dh),
+                                       reinterpret_cast<const float*>(dgu)}, s))
+        throw std::invalid_argument("swiglu_backward: bf16 needs m a multiple of 4 and aligned rows");
+    swiglu_backward_kernel<bf16><<<blocks_for(s.quads), threads, 0, stream>>>(gu, dh, dgu, s);
+    launched("swiglu_backward (bf16)");
+}
+
+void to_bf16(const float* x, bf16* y, std::size_t count, cudaStream_t stream) {
+    to_bf16_kernel<<<std::min<unsigned>(persistent_blocks(), std::max(1u, blocks_for(count))), threads, 0, stream>>>(
+        x, y, count);
+    launched("to_bf16");
 }
 
 void cross_entropy(const float* logits, const std::int32_t* targets, float* dlogits, const StepParams* params,

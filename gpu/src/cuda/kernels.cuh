@@ -2,11 +2,14 @@
 // Launchers of the CUDA backend's kernels (kernels.cu, recurrences.cu). Every array is fp32 and
 // row-major with an explicit row stride (ld) where it can be a column block of a wider array; rows
 // are positions n = b * T + t of a batch. Each launcher enqueues on `stream` and checks the launch.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 namespace statetrack::gpu::cuda {
+
+using bf16 = __nv_bfloat16;  // the MLP's activations and weight copies under --matmul bf16
 
 void check(cudaError_t status, const char* what);  // throws std::runtime_error with the CUDA message
 #define STATETRACK_CUDA(call) ::statetrack::gpu::cuda::check((call), #call)
@@ -30,12 +33,15 @@ void embed_backward(const std::int32_t* tokens, const float* dx, float* dtable, 
                     std::size_t vocab, cudaStream_t stream);
 
 // y = g * x * r per group of `group` columns, r = 1 / sqrt(mean(x^2) + eps); `copy` (optional)
-// receives x unchanged (it starts the residual sum of the sublayer).
+// receives x unchanged (it starts the residual sum of the sublayer). With y16, y is written there
+// in bf16 instead (y unused; the vectorised layouts only: width a multiple of 4, at most 512).
 void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, float* copy, std::size_t rows,
-                     std::size_t width, std::size_t group, cudaStream_t stream);
-// dx (+)= r g dy - x r^3 sum(g dy x) / group (accumulate or overwrite); dg += sum_n dy x r.
+                     std::size_t width, std::size_t group, cudaStream_t stream, bf16* y16 = nullptr);
+// dx (+)= r g dy - x r^3 sum(g dy x) / group (accumulate or overwrite); dg += sum_n dy x r. dx16
+// (optional, vectorised layouts only) receives a bf16 copy of the new dx.
 void rmsnorm_backward(const float* x, const float* g, const float* rinv, const float* dy, float* dx, float* dg,
-                      std::size_t rows, std::size_t width, std::size_t group, bool accumulate, cudaStream_t stream);
+                      std::size_t rows, std::size_t width, std::size_t group, bool accumulate, cudaStream_t stream,
+                      bf16* dx16 = nullptr);
 
 // y[n][c] = silu(sum_j w[c][j] x[n - K + 1 + j][c]) within each word (causal depthwise conv, K <= 8).
 void conv_silu_forward(const float* x, const float* w, float* y, std::size_t B, std::size_t T, std::size_t C,
@@ -52,6 +58,11 @@ void column_sums(const float* y, float* out, std::size_t rows, std::size_t cols,
 void swiglu_forward(const float* gu, float* h, std::size_t rows, std::size_t m, cudaStream_t stream);
 void swiglu_backward(const float* gu, const float* dh, float* dgu, std::size_t rows, std::size_t m,
                      cudaStream_t stream);
+// The same in bf16 storage (fp32 arithmetic; m a multiple of 4).
+void swiglu_forward(const bf16* gu, bf16* h, std::size_t rows, std::size_t m, cudaStream_t stream);
+void swiglu_backward(const bf16* gu, const bf16* dh, bf16* dgu, std::size_t rows, std::size_t m, cudaStream_t stream);
+// y = x rounded to bf16 (nearest even), for the weight copies of --matmul bf16.
+void to_bf16(const float* x, bf16* y, std::size_t count, cudaStream_t stream);
 
 // Mean cross-entropy pieces: results->loss_sum += sum of -log p(target); dlogits = (p - onehot) / count;
 // results->correct += labelled rows whose first maximum is the target.

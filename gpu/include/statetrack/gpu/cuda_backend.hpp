@@ -2,8 +2,10 @@
 // The CUDA backend: the model of model.hpp on one GPU, mirroring the CPU reference (cpu_backend.hpp)
 // operation for operation, in fp32 (recurrent state, master weights, optimizer state). Matrix
 // products go through cuBLAS: exact fp32 (MatmulPrecision::fp32, tested to 1e-5 against the
-// reference) or TF32 tensor cores with fp32 accumulation (MatmulPrecision::tf32, the fast default
-// for training, tested to 2e-2). A whole training step (upload of the batch, forward, loss,
+// reference), TF32 tensor cores with fp32 accumulation (MatmulPrecision::tf32, the fast default
+// for training, tested to 2e-2), or TF32 with the SwiGLU MLP in bf16 (MatmulPrecision::bf16: its
+// products take bf16 operands, its activations and their gradients are stored in bf16, fp32
+// accumulation and arithmetic; tested like tf32). A whole training step (upload of the batch, forward, loss,
 // backward, gradient norm, AdamW) is one CUDA graph per batch shape (B, T), replayed every step.
 //
 // This header has no CUDA types, so the trainer, the CLI and the tests compile without nvcc; without
@@ -20,8 +22,8 @@
 
 namespace statetrack::gpu {
 
-enum class MatmulPrecision { fp32, tf32 };
-MatmulPrecision parse_matmul_precision(const std::string& text);  // "fp32" | "tf32"
+enum class MatmulPrecision { fp32, tf32, bf16 };
+MatmulPrecision parse_matmul_precision(const std::string& text);  // "fp32" | "tf32" | "bf16"
 const char* to_string(MatmulPrecision precision);
 
 // True when this build has the CUDA backend (nvcc was found at configure time).
