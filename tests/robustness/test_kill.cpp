@@ -209,6 +209,32 @@ TEST(KillTrain, ACorruptCheckpointIsRefusedNotResumed) {
     fs::remove_all(dir);
 }
 
+// Restores `out` from `old_copy`, runs `command` (which rewrites `out`) and SIGKILLs it at a random
+// fraction (0 to 1.1) of `full`, the length of a complete run; until 8 kills landed, at most 30
+// rounds (under load or sanitizers a run's length varies, and a delay past its end is a complete
+// run, not a kill). After every round `out` must hold the old or the new complete text, and `dir`
+// only `names` besides the temporaries a kill may leave.
+struct KillRounds {
+    std::size_t kills = 0, saw_old = 0, saw_new = 0;
+};
+KillRounds kill_rounds(const std::vector<std::string>& command, const fs::path& dir, const fs::path& out,
+                       const fs::path& old_copy, const std::string& new_text, std::chrono::microseconds full,
+                       std::uint64_t seed, const std::vector<std::string>& names) {
+    const std::string old_text = read_text(old_copy);
+    std::mt19937_64 rng(seed);
+    KillRounds r;
+    for (int round = 0; round < 30 && r.kills < 8; ++round) {
+        fs::copy_file(old_copy, out, fs::copy_options::overwrite_existing);
+        const auto delay = std::chrono::microseconds(std::int64_t(full.count() * (1.1 * double(rng() % 1000) / 1000)));
+        r.kills += run_and_kill(command, delay);
+        const std::string now = read_text(out);
+        EXPECT_TRUE(now == old_text || now == new_text) << "round " << round << ": " << now.size() << " bytes";
+        r.saw_old += now == old_text, r.saw_new += now == new_text;
+        EXPECT_TRUE(unexpected_files(dir, names).empty()) << "round " << round;
+    }
+    return r;
+}
+
 TEST(KillCompile, TheModelFileIsTheOldOrTheNewOne) {
     const fs::path dir = scratch("compile");
     const fs::path out = dir / "model.json", fresh = dir / "reference.json", old_copy = dir / "old.json";
@@ -216,24 +242,12 @@ TEST(KillCompile, TheModelFileIsTheOldOrTheNewOne) {
     const auto t0 = Clock::now();
     ASSERT_EQ(run_cli({"compile", "zoo:mod:24", "-o", fresh.string()}), 0);
     const auto full = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0);
-    const std::string old_model = read_text(old_copy), new_model = read_text(fresh);
-    ASSERT_NE(old_model, new_model);
-
-    std::mt19937_64 rng(4242);
-    std::size_t kills = 0, saw_old = 0, saw_new = 0;
-    // Until 8 kills landed (at most 30 rounds): under load or sanitizers a run's length varies, and
-    // a delay past its end is a complete run, not a kill.
-    for (int round = 0; round < 30 && kills < 8; ++round) {
-        fs::copy_file(old_copy, out, fs::copy_options::overwrite_existing);
-        const auto delay = std::chrono::microseconds(std::int64_t(full.count() * (1.1 * double(rng() % 1000) / 1000)));
-        kills += run_and_kill({"compile", "zoo:mod:24", "-o", out.string()}, delay);
-        const std::string now = read_text(out);
-        EXPECT_TRUE(now == old_model || now == new_model) << "round " << round << ": " << now.size() << " bytes";
-        saw_old += now == old_model, saw_new += now == new_model;
-        EXPECT_TRUE(unexpected_files(dir, {"model.json", "reference.json", "old.json"}).empty());
-    }
-    EXPECT_GE(kills, 5u);
-    EXPECT_GE(saw_old, 1u);
+    const std::string new_model = read_text(fresh);
+    ASSERT_NE(read_text(old_copy), new_model);
+    const KillRounds r = kill_rounds({"compile", "zoo:mod:24", "-o", out.string()}, dir, out, old_copy, new_model, full,
+                                     4242, {"model.json", "reference.json", "old.json"});
+    EXPECT_GE(r.kills, 5u);
+    EXPECT_GE(r.saw_old, 1u);
     fs::remove_all(dir);
 }
 
@@ -254,25 +268,13 @@ TEST(KillVerify, TheCertificateIsTheOldOrTheNewOne) {
     const auto t0 = Clock::now();
     ASSERT_EQ(run_cli(with_output(fresh)), 0);
     const auto full = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0);
-    const std::string old_certificate = read_text(old_copy), new_certificate = read_text(fresh);
-    ASSERT_NE(old_certificate, new_certificate);
+    const std::string new_certificate = read_text(fresh);
+    ASSERT_NE(read_text(old_copy), new_certificate);
     EXPECT_TRUE(nlohmann::json::parse(new_certificate)["passed"].get<bool>());
-
-    std::mt19937_64 rng(1122);
-    std::size_t kills = 0, saw_old = 0, saw_new = 0;
-    // Until 8 kills landed (at most 30 rounds): under load or sanitizers a run's length varies, and
-    // a delay past its end is a complete run, not a kill.
-    for (int round = 0; round < 30 && kills < 8; ++round) {
-        fs::copy_file(old_copy, out, fs::copy_options::overwrite_existing);
-        const auto delay = std::chrono::microseconds(std::int64_t(full.count() * (1.1 * double(rng() % 1000) / 1000)));
-        kills += run_and_kill(with_output(out), delay);
-        const std::string now = read_text(out);
-        EXPECT_TRUE(now == old_certificate || now == new_certificate) << "round " << round << ": " << now.size() << " bytes";
-        saw_old += now == old_certificate, saw_new += now == new_certificate;
-        EXPECT_TRUE(unexpected_files(dir, {"certificate.json", "model.json", "old.json", "reference.json"}).empty());
-    }
-    EXPECT_GE(kills, 5u);
-    EXPECT_GE(saw_old, 1u);
+    const KillRounds r = kill_rounds(with_output(out), dir, out, old_copy, new_certificate, full, 1122,
+                                     {"certificate.json", "model.json", "old.json", "reference.json"});
+    EXPECT_GE(r.kills, 5u);
+    EXPECT_GE(r.saw_old, 1u);
 
     // The next complete run removes what killed writes left: the kills' own temporaries, if one
     // landed inside a write, and one planted as if it had.
