@@ -1,8 +1,8 @@
 #pragma once
 // Launchers of the CUDA backend's kernels (kernels.cu, recurrences.cu). Every array is fp32 (bf16
 // where a signature says so) and row-major with an explicit row stride (ld) where it can be a
-// column block of a wider array; rows
-// are positions n = b * T + t of a batch. Each launcher enqueues on `stream` and checks the launch.
+// column block of a wider array; rows are positions n = b * T + t of a batch. Each launcher
+// enqueues on `stream` and checks the launch.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
