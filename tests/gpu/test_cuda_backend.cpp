@@ -259,6 +259,41 @@ TEST(CudaBackend, Bf16MlpMatchesCpuReferenceLoosely) {
     expect_loose_match(MatmulPrecision::bf16, 600, 64, 2);  // d_model 64: the row kernels' two-chunk rows
 }
 
+// --matmul bf16 keeps a bf16 copy of the weights for the MLP: after training steps (graph replays,
+// and the separate AdamW call) it must hold the new weights, i.e. the session computes what a new
+// session given the downloaded fp32 weights computes, to the bit (the forward has no atomics). A
+// stale copy would leave the MLP on the old weights; the last check shows that the weights moved,
+// so the equality is not vacuous.
+TEST(CudaBackend, Bf16WeightCopyFollowsEveryUpdate) {
+    SKIP_WITHOUT_GPU();
+    const auto c = config_for("deltanet", EigRange::signed_unit, 32, 2);
+    const auto layout = parameter_layout(c);
+    const auto wd = random_params(layout, 901);
+    const std::vector<float> w0(wd.begin(), wd.end());
+    AdamWOptions o;
+    o.lr = 1e-2;
+    CudaSession trained = make_cuda_session(c, {MatmulPrecision::bf16, true, true});
+    upload_parameters(trained, w0);
+    const Batch eval = random_batch(4, 7, c.vocab, c.classes, 902);
+    auto logits_of = [&](CudaSession& session) {
+        std::vector<float> out;
+        cuda_forward(session, eval, out);
+        return out;
+    };
+    for (std::size_t step = 0; step < 3; ++step)
+        cuda_train_step(trained, random_batch(6, 8, c.vocab, c.classes, 910 + step), o, step, o.lr);
+    cuda_loss_and_gradient(trained, random_batch(6, 8, c.vocab, c.classes, 920));
+    cuda_adamw_step(trained, o, 3, o.lr);
+    std::vector<float> w(layout.total, NAN);
+    download_parameters(trained, w);
+    CudaSession fresh = make_cuda_session(c, {MatmulPrecision::bf16, true, true});
+    upload_parameters(fresh, w);
+    EXPECT_EQ(logits_of(trained), logits_of(fresh));
+    CudaSession stale = make_cuda_session(c, {MatmulPrecision::bf16, true, true});
+    upload_parameters(stale, w0);
+    EXPECT_NE(logits_of(trained), logits_of(stale));
+}
+
 // The comparison must be able to fail: the other eigenvalue range (beta doubled, or 2a - 1) on
 // the device gives a different function and different gradients.
 TEST(CudaBackend, ComparisonCatchesAWrongModel) {
