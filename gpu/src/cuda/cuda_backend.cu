@@ -1,7 +1,8 @@
 // The CUDA backend's host side: the device workspace plan, forward_pass / backward_pass in the
-// order of cpu_backend.cpp (with the q, k, v projections, their convolutions and the SwiGLU gate
-// and up projections each done as one wider operation, since their weights are adjacent in the
-// parameter buffer), cuBLAS products, and the CUDA graph of a whole training step.
+// order of cpu_backend.cpp (with the q, k, v projections and the SwiGLU gate and up projections
+// each done as one wider operation, since their weights are adjacent in the parameter buffer; the
+// short convolutions of q, k, v inside the recurrence kernels), cuBLAS products, and the CUDA graph
+// of a whole training step.
 // (No fmt here: nvcc rejects fmt 9's compile-time format strings.)
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -35,7 +36,7 @@ void check_blas(cublasStatus_t status, const char* what) {
 
 // Offsets (in floats) of the activations of one batch shape inside the workspace.
 struct LayerActs {
-    std::size_t xn1, r1, pre, act, zg, saved, final, o, ro, on;  // linear-attention mixers
+    std::size_t xn1, r1, pre, zg, saved, final, o, ro, on;  // linear-attention mixers
     std::size_t z, c, h, hprev;                                   // lstm
     std::size_t x_mid, xn2, r2, gu, hm;
 };
@@ -46,7 +47,7 @@ struct Plan {
     std::vector<std::size_t> x;
     std::vector<LayerActs> layers;
     std::size_t xnf, rf, logits, dlogits;
-    std::size_t dx, dxn, s1, s2, s3, dz, dh_next, dc_next;
+    std::size_t dx, dxn, s1, s2, dz, dh_next, dc_next;
     std::size_t dx16;  // bf16 copy of dx, the MLP backward's operand (mlp16 only)
     std::size_t tokens, targets;  // int32 arrays, stored in float-sized slots
     std::size_t total = 0;
@@ -75,7 +76,7 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
         if (lstm) {
             a.z = take(N * 4 * d), a.c = take(N * d), a.h = take(N * d), a.hprev = take(N * d);
         } else {
-            a.pre = take(N * p.qkv), a.act = take(N * p.qkv), a.zg = take(N * p.gw);
+            a.pre = take(N * p.qkv), a.zg = take(N * p.gw);  // the recurrences apply the conv themselves
             if (training) {
                 if (mamba) a.saved = take(N * p.H * p.dh * p.dh);
                 else a.saved = take(N * p.F * d), a.final = take(B * p.H * p.dh * p.dh);
@@ -90,7 +91,7 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
     if (training) {
         const std::size_t wide = std::max({p.qkv, 2 * p.m, 4 * d});
         p.dlogits = take(N * p.C), p.dx = take(N * d), p.dxn = take(N * d);
-        p.s1 = take(N * wide), p.s2 = take(N * wide), p.s3 = take(N * wide), p.dz = take(N * std::max(p.gw, d));
+        p.s1 = take(N * wide), p.s2 = take(N * wide), p.dz = take(N * std::max(p.gw, d));
         p.dh_next = take(B * d), p.dc_next = take(B * d);
         if (mlp16) p.dx16 = take((N * d + 1) / 2);
     }
@@ -231,17 +232,16 @@ void forward_pass(CudaSession& session, const Plan& p) {
             blas.forward(ws + a.h, d, W + sl.wo, ws + a.x_mid, d, N, d, d, true);
         } else {
             blas.forward(ws + a.xn1, d, W + sl.wq, ws + a.pre, p.qkv, N, d, p.qkv);
-            conv_silu_forward(ws + a.pre, W + sl.conv_q, ws + a.act, p.B, p.T, p.qkv, p.K, st);
             if (c.mixer == Mixer::mamba) {
                 blas.forward(ws + a.xn1, d, W + sl.wdt, ws + a.zg, d, N, d, d);
                 add_bias(ws + a.zg, W + sl.bdt, N, d, st);
-                const DiagonalShape shape{p.B, p.T, p.H, p.dh, c.eig == EigRange::signed_unit};
-                diagonal_forward(shape, ws + a.act, ws + a.zg, W + sl.decay_log, ws + a.o,
+                const DiagonalShape shape{p.B, p.T, p.H, p.dh, p.K, c.eig == EigRange::signed_unit};
+                diagonal_forward(shape, ws + a.pre, W + sl.conv_q, ws + a.zg, W + sl.decay_log, ws + a.o,
                                  p.training ? ws + a.saved : nullptr, st);
             } else {
                 blas.forward(ws + a.xn1, d, W + sl.wbeta, ws + a.zg, p.gw, N, d, p.gw);
-                const DeltaShape shape{p.B, p.T, p.H, p.dh, p.F, float(c.beta_scale())};
-                delta_forward(shape, ws + a.act, ws + a.zg, ws + a.o, p.training ? ws + a.saved : nullptr,
+                const DeltaShape shape{p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale())};
+                delta_forward(shape, ws + a.pre, W + sl.conv_q, ws + a.zg, ws + a.o, p.training ? ws + a.saved : nullptr,
                               p.training ? ws + a.final : nullptr, st);
             }
             rmsnorm_forward(ws + a.o, W + sl.onorm, ws + a.on, ws + a.ro, nullptr, N, d, p.dh, st);
@@ -321,26 +321,25 @@ void backward_pass(CudaSession& session, const Plan& p) {
         } else {
             float* dOn = ws + p.s1;
             float* dO = ws + p.s2;
-            float* dact = ws + p.s3;
             float* dpre = ws + p.s1;
             float* dz = ws + p.dz;
             blas.input_grad(dx, d, W + sl.wo, dOn, d, N, d, d, false);
             blas.weight_grad(ws + a.on, d, dx, d, G + sl.wo, N, d, d);
             rmsnorm_backward(ws + a.o, W + sl.onorm, ws + a.ro, dOn, dO, G + sl.onorm, N, d, p.dh, false, st);
             if (c.mixer == Mixer::mamba) {
-                const DiagonalShape shape{p.B, p.T, p.H, p.dh, c.eig == EigRange::signed_unit};
-                diagonal_backward(shape, ws + a.act, ws + a.zg, W + sl.decay_log, ws + a.saved, dO, dact, dz,
-                                  G + sl.decay_log, st);
+                const DiagonalShape shape{p.B, p.T, p.H, p.dh, p.K, c.eig == EigRange::signed_unit};
+                diagonal_backward(shape, ws + a.pre, W + sl.conv_q, ws + a.zg, W + sl.decay_log, ws + a.saved, dO, dpre,
+                                  G + sl.conv_q, dz, G + sl.decay_log, st);
                 blas.input_grad(dz, d, W + sl.wdt, dxn, d, N, d, d, false);
                 blas.weight_grad(ws + a.xn1, d, dz, d, G + sl.wdt, N, d, d);
                 column_sums(dz, G + sl.bdt, N, d, st);
             } else {
-                const DeltaShape shape{p.B, p.T, p.H, p.dh, p.F, float(c.beta_scale())};
-                delta_backward(shape, ws + a.act, ws + a.zg, ws + a.saved, ws + a.final, dO, dact, dz, st);
+                const DeltaShape shape{p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale())};
+                delta_backward(shape, ws + a.pre, W + sl.conv_q, ws + a.zg, ws + a.saved, ws + a.final, dO, dpre,
+                               G + sl.conv_q, dz, st);
                 blas.input_grad(dz, p.gw, W + sl.wbeta, dxn, d, N, d, p.gw, false);
                 blas.weight_grad(ws + a.xn1, d, dz, p.gw, G + sl.wbeta, N, d, p.gw);
             }
-            conv_silu_backward(ws + a.pre, W + sl.conv_q, dact, dpre, G + sl.conv_q, p.B, p.T, p.qkv, p.K, st);
             blas.input_grad(dpre, p.qkv, W + sl.wq, dxn, d, N, d, p.qkv, true);
             blas.weight_grad(ws + a.xn1, d, dpre, p.qkv, G + sl.wq, N, d, p.qkv);
         }
@@ -519,6 +518,11 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
                          "the CUDA backend needs d_model / heads in 4, 8, 16, 32 (got " + std::to_string(config.head_dim()) + ")");
     if (config.conv_kernel > 8)
         throw InputError("--conv", std::to_string(config.conv_kernel), "the CUDA backend's convolutions take at most 8 taps");
+    // the recurrences stage (1 + 2 factors) columns per lane in shared memory (recurrences.cu)
+    if (config.mixer != Mixer::lstm && config.conv_kernel > 4 && config.factors > 8)
+        throw InputError("--conv", std::to_string(config.conv_kernel),
+                         "the CUDA backend takes more than 4 conv taps only with at most 8 factors (got " +
+                             std::to_string(config.factors) + ")");
     if (options.matmul == MatmulPrecision::bf16 &&
         (config.d_model % 4 || config.d_model > 512 || config.mlp_width() % 4))
         throw InputError("--matmul", "bf16",

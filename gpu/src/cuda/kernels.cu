@@ -7,6 +7,7 @@
 #include <string>
 #include <type_traits>
 
+#include "activations.cuh"
 #include "kernels.cuh"
 
 namespace statetrack::gpu::cuda {
@@ -26,12 +27,6 @@ unsigned blocks_for(std::size_t work, int per_block = threads) {
 }
 void launched(const char* name) { check(cudaGetLastError(), name); }
 
-__device__ float sigmoidf(float z) { return 1.0f / (1.0f + expf(-z)); }
-__device__ float siluf(float z) { return z * sigmoidf(z); }
-__device__ float silu_gradf(float z) {
-    const float s = sigmoidf(z);
-    return s * (1.0f + z * (1.0f - s));
-}
 __device__ float warp_sum(float x) {
     for (int s = 16; s >= 1; s /= 2) x += __shfl_xor_sync(full_mask, x, s);
     return x;
@@ -294,140 +289,6 @@ __global__ void column_sums_kernel(const float* y, float* out, std::size_t rows,
 __global__ void add_bias_kernel(float* y, const float* bias, std::size_t rows, std::size_t cols) {
     const std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < rows * cols) y[i] += bias[i % cols];
-}
-
-// ---- Causal depthwise conv + SiLU. A thread walks one channel of one word over a span of up to
-// conv_span_steps positions with the last K - 1 inputs (and, backward, gated gradients) in
-// registers: each input is read once (plus a K - 1 halo per span), warps read 32 consecutive
-// channels of a row. The backward is one kernel: the SiLU gate, the input gradient (which needs
-// the gates K - 1 steps ahead, so a span recomputes them past its end) and the tap gradient summed
-// in registers, then over the block's spans in shared memory, then one atomic per (channel, tap)
-// per block. (The four row-per-block kernels before read the activations 3.5x over: 754 us of a
-// 3.56 ms step at T = 40, ncu 2026-11-22.) Taps outside the word multiply a zero, which adds
-// exactly nothing: the sums are those of the CPU reference's skipping loop, term for term. ----
-constexpr unsigned conv_channels = 32;    // blockDim.x
-constexpr unsigned conv_items = 16;       // blockDim.y: (word, span) pairs per block
-constexpr unsigned conv_span_steps = 32;  // longest span
-constexpr unsigned max_taps = 8;
-
-struct ConvShape {
-    unsigned B, T, C;
-    unsigned spans;  // per word
-    unsigned span;   // positions per span
-};
-// This thread's channel c and span [t0, t1) of word b.
-struct ConvPlace {
-    unsigned c, b, t0, t1;
-    bool active;
-};
-__device__ ConvPlace conv_place(const ConvShape& s) {
-    ConvPlace p;
-    p.c = blockIdx.y * conv_channels + threadIdx.x;
-    const unsigned item = blockIdx.x * conv_items + threadIdx.y;
-    p.b = item / s.spans;
-    p.t0 = (item - p.b * s.spans) * s.span;
-    p.t1 = min(s.T, p.t0 + s.span);
-    p.active = p.c < s.C && p.b < s.B && p.t0 < s.T;
-    return p;
-}
-// Shifts `v` into the history (oldest first).
-template <int K>
-__device__ void push(float (&hist)[K], float v) {
-#pragma unroll
-    for (int j = 0; j + 1 < K - 1; ++j) hist[j] = hist[j + 1];
-    if constexpr (K > 1) hist[K - 2] = v;
-}
-// sum_j w[j] x_{t-K+1+j}, with hist = x_{t-K+1..t-1}, in the reference's order.
-template <int K>
-__device__ float conv_sum(const float (&w)[K], const float (&hist)[K], float xt) {
-    float acc = 0;
-#pragma unroll
-    for (int j = 0; j + 1 < K; ++j) acc += w[j] * hist[j];
-    return acc + w[K - 1] * xt;
-}
-
-// The channel's taps, and the K - 1 inputs before the span (zero before the word); returns the
-// word's first row.
-template <int K>
-__device__ std::size_t load_span_start(const float* x, const float* w, const ConvShape& s, const ConvPlace& p,
-                                       float (&wc)[K], float (&hist)[K]) {
-#pragma unroll
-    for (int j = 0; j < K; ++j) wc[j] = w[std::size_t(p.c) * K + j];
-    const std::size_t word = std::size_t(p.b) * s.T;
-#pragma unroll
-    for (int j = 0; j + 1 < K; ++j) {
-        const int t = int(p.t0) - (K - 1) + j;
-        if (t >= 0) hist[j] = x[(word + unsigned(t)) * s.C + p.c];
-    }
-    return word;
-}
-
-template <int K>
-__global__ void conv_silu_forward_kernel(const float* __restrict__ x, const float* __restrict__ w,
-                                         float* __restrict__ y, ConvShape s) {
-    const ConvPlace p = conv_place(s);
-    if (!p.active) return;
-    float wc[K], hist[K] = {};  // hist uses K - 1 entries
-    const std::size_t word = load_span_start<K>(x, w, s, p, wc, hist);
-    const float* xp = x + (word + p.t0) * s.C + p.c;
-    float* yp = y + (word + p.t0) * s.C + p.c;
-#pragma unroll 4
-    for (unsigned t = p.t0; t < p.t1; ++t, xp += s.C, yp += s.C) {
-        const float xt = *xp;
-        *yp = siluf(conv_sum<K>(wc, hist, xt));
-        push<K>(hist, xt);
-    }
-}
-
-// In: x (conv input), dy (gradient of the SiLU output). Out: dx, dw (+=).
-template <int K>
-__global__ void conv_silu_backward_kernel(const float* __restrict__ x, const float* __restrict__ w,
-                                          const float* __restrict__ dy, float* __restrict__ dx,
-                                          float* __restrict__ dw, ConvShape s) {
-    __shared__ float partial[conv_items][K][conv_channels];
-    const ConvPlace p = conv_place(s);
-    float tap[K] = {};  // this span's tap gradients
-    if (p.active) {
-        float wc[K], xh[K] = {}, gh[K] = {};  // histories of x and of the gated gradient (K - 1 used)
-        const std::size_t word = load_span_start<K>(x, w, s, p, wc, xh);
-        // dx_{t-K+1} = sum_j w[j] gate_{t-j}, once gate_t is known (the old kernel's order: j = 0 first)
-        auto emit = [&](unsigned t, float gt) {
-            if (t + 1 < p.t0 + K) return;
-            float acc = wc[0] * gt;
-#pragma unroll
-            for (int j = 1; j < K; ++j) acc += wc[j] * gh[K - 1 - j];
-            dx[(word + t + 1 - K) * s.C + p.c] = acc;
-        };
-        const unsigned inside = min(s.T, p.t1 + K - 1);  // gates the span's dx needs that exist
-        const float* xp = x + (word + p.t0) * s.C + p.c;
-        const float* dp = dy + (word + p.t0) * s.C + p.c;
-        unsigned t = p.t0;
-#pragma unroll 4
-        for (; t < inside; ++t, xp += s.C, dp += s.C) {
-            const float xt = *xp;
-            const float gt = *dp * silu_gradf(conv_sum<K>(wc, xh, xt));
-            if (t < p.t1) {
-#pragma unroll
-                for (int j = 0; j + 1 < K; ++j) tap[j] += gt * xh[j];
-                tap[K - 1] += gt * xt;
-            }
-            emit(t, gt);
-            push<K>(xh, xt);
-            push<K>(gh, gt);
-        }
-        for (; t < p.t1 + K - 1; ++t) {  // past the word's end: no gate
-            emit(t, 0.0f);
-            push<K>(gh, 0.0f);
-        }
-    }
-#pragma unroll
-    for (int j = 0; j < K; ++j) partial[threadIdx.y][j][threadIdx.x] = tap[j];
-    __syncthreads();
-    if (threadIdx.y < K && p.c < s.C) {
-        float sum = 0;
-        for (unsigned i = 0; i < conv_items; ++i) sum += partial[i][threadIdx.y][threadIdx.x];
-        atomicAdd(&dw[std::size_t(p.c) * K + threadIdx.y], sum);
-    }
 }
 
 // SwiGLU, a thread per float4 of h (m a multiple of 4): the row from one 32-bit division per
@@ -699,54 +560,6 @@ void rmsnorm_backward(const float* x, const float* g, const float* rinv, const f
     launched("rmsnorm_backward");
     rmsnorm_gain_kernel<<<reduce_grid(rows, width), threads, 0, stream>>>(x, rinv, dy, dg, rows, width, group);
     launched("rmsnorm_gain");
-}
-
-// Spans of at most conv_span_steps positions, as even as the word length allows; the grid: items
-// (word, span) in x (up to 2^31 - 1 blocks), channel blocks in y.
-ConvShape conv_shape(std::size_t B, std::size_t T, std::size_t C, std::size_t K) {
-    if (K < 1 || K > max_taps) throw std::invalid_argument("the CUDA convolutions take 1 to 8 taps");
-    const std::size_t spans = (T + conv_span_steps - 1) / conv_span_steps;
-    if (B * spans >= below_2_32 / 2 || C >= std::size_t(65535) * conv_channels || B * T >= below_2_32 / 2)
-        throw std::invalid_argument("convolution too large for the CUDA kernels");
-    return {unsigned(B), unsigned(T), unsigned(C), unsigned(spans), unsigned((T + spans - 1) / spans)};
-}
-dim3 conv_grid(const ConvShape& s) {
-    const std::size_t items = std::size_t(s.B) * s.spans;
-    return dim3(unsigned((items + conv_items - 1) / conv_items), (s.C + conv_channels - 1) / conv_channels);
-}
-// Calls f(std::integral_constant<int, K>) for K in 1..max_taps.
-template <class F>
-void with_taps(std::size_t K, F&& f) {
-    switch (K) {
-        case 1: return f(std::integral_constant<int, 1>{});
-        case 2: return f(std::integral_constant<int, 2>{});
-        case 3: return f(std::integral_constant<int, 3>{});
-        case 4: return f(std::integral_constant<int, 4>{});
-        case 5: return f(std::integral_constant<int, 5>{});
-        case 6: return f(std::integral_constant<int, 6>{});
-        case 7: return f(std::integral_constant<int, 7>{});
-        default: return f(std::integral_constant<int, 8>{});
-    }
-}
-
-void conv_silu_forward(const float* x, const float* w, float* y, std::size_t B, std::size_t T, std::size_t C,
-                       std::size_t K, cudaStream_t stream) {
-    const ConvShape s = conv_shape(B, T, C, K);
-    with_taps(K, [&](auto k) {
-        conv_silu_forward_kernel<decltype(k)::value>
-            <<<conv_grid(s), dim3(conv_channels, conv_items), 0, stream>>>(x, w, y, s);
-    });
-    launched("conv_silu_forward");
-}
-
-void conv_silu_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, std::size_t B,
-                        std::size_t T, std::size_t C, std::size_t K, cudaStream_t stream) {
-    const ConvShape s = conv_shape(B, T, C, K);
-    with_taps(K, [&](auto k) {
-        conv_silu_backward_kernel<decltype(k)::value>
-            <<<conv_grid(s), dim3(conv_channels, conv_items), 0, stream>>>(x, w, dy, dx, dw, s);
-    });
-    launched("conv_silu_backward");
 }
 
 void add_bias(float* y, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream) {

@@ -44,13 +44,6 @@ void rmsnorm_backward(const float* x, const float* g, const float* rinv, const f
                       std::size_t rows, std::size_t width, std::size_t group, bool accumulate, cudaStream_t stream,
                       bf16* dx16 = nullptr);
 
-// y[n][c] = silu(sum_j w[c][j] x[n - K + 1 + j][c]) within each word (causal depthwise conv, K <= 8).
-void conv_silu_forward(const float* x, const float* w, float* y, std::size_t B, std::size_t T, std::size_t C,
-                       std::size_t K, cudaStream_t stream);
-// In: dy (gradient of y, left unchanged). Out: dx, dw (+=).
-void conv_silu_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, std::size_t B,
-                        std::size_t T, std::size_t C, std::size_t K, cudaStream_t stream);
-
 // y[n][:] += bias; out[c] += sum_n y[n][c] (bias gradients).
 void add_bias(float* y, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream);
 void column_sums(const float* y, float* out, std::size_t rows, std::size_t cols, cudaStream_t stream);
@@ -86,26 +79,33 @@ void lstm_cell_backward(const float* z, const float* c, const float* dH, const f
 // ---- recurrences (recurrences.cu); dh must be one of cuda_head_dims ----
 struct DeltaShape {
     std::size_t B, T, H, dh, F;  // d = H * dh
+    std::size_t K;               // taps of the short conv before the recurrence
     float beta_scale;
 };
-// act: [N][d + 2 F d] = [q | k (factor j, head h at (j H + h) dh) | v]; zbeta: [N][F H]; o: [N][d].
-// Training (u, final not null) keeps u = v - S^T k per factor ([N][F d]) and the last state per (b, h).
-void delta_forward(const DeltaShape& s, const float* act, const float* zbeta, float* o, float* u, float* final,
-                   cudaStream_t stream);
-// One reverse pass that rebuilds S_{t-1} = S_t - beta k u^T. Out: dact (through the L2 norms), dzbeta.
-void delta_backward(const DeltaShape& s, const float* act, const float* zbeta, const float* u, const float* final,
-                    const float* dO, float* dact, float* dzbeta, cudaStream_t stream);
+// The delta rules with their inputs' short causal conv + SiLU fused in. pre: [N][d + 2 F d] = the
+// projections [q | k (factor j, head h at (j H + h) dh) | v] before the conv; conv: their taps
+// [d + 2 F d][K]; zbeta: [N][F H]; o: [N][d]. Training (u, final not null) keeps u = v - S^T k per
+// factor ([N][F d]) and the last state per (b, h).
+void delta_forward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
+                   float* final, cudaStream_t stream);
+// One reverse pass that rebuilds S_{t-1} = S_t - beta k u^T. Out: dpre (the projections' gradient,
+// through the L2 norms, the SiLU and the conv), dconv (+=), dzbeta.
+void delta_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
+                    const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta, cudaStream_t stream);
 
 struct DiagonalShape {
     std::size_t B, T, H, dh;
+    std::size_t K;  // taps of the short conv before the recurrence
     bool signed_range;
 };
-// act: [N][3 d] = [q | k | v]; zdt: [N][d] (bias added); decay_log: [d]. Training keeps every state.
-void diagonal_forward(const DiagonalShape& s, const float* act, const float* zdt, const float* decay_log, float* o,
-                      float* states, cudaStream_t stream);
-// Out: dact, dzdt, ddecay_log (+=).
-void diagonal_backward(const DiagonalShape& s, const float* act, const float* zdt, const float* decay_log,
-                       const float* states, const float* dO, float* dact, float* dzdt, float* ddecay_log,
-                       cudaStream_t stream);
+// The diagonal recurrence with the conv + SiLU of its inputs fused in, as for the delta rules.
+// pre: [N][3 d] = [q | k | v] before the conv; conv: [3 d][K]; zdt: [N][d] (bias added);
+// decay_log: [d]. Training keeps every state.
+void diagonal_forward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
+                      const float* decay_log, float* o, float* states, cudaStream_t stream);
+// Out: dpre, dconv (+=), dzdt, ddecay_log (+=).
+void diagonal_backward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
+                       const float* decay_log, const float* states, const float* dO, float* dpre, float* dconv,
+                       float* dzdt, float* ddecay_log, cudaStream_t stream);
 
 }  // namespace statetrack::gpu::cuda

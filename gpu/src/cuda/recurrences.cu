@@ -5,10 +5,15 @@
 // then DH/4 16-byte broadcast loads: shuffles, one per value, made the recurrences 40% of a
 // training step in the ncu profile of 2026-11-22). Sums over c that every
 // lane needs one entry of (S g, S k, ...) use a transpose-reduction: DH - 1 shuffles, after which
-// lane r holds entry r. Formulas and order follow delta_forward / delta_backward and
-// diagonal_forward / diagonal_backward in cpu_backend.cpp.
+// lane r holds entry r. Each lane also applies the short conv + SiLU to its own input columns
+// (staged per chunk of steps in shared memory, below). Formulas and order follow delta_forward /
+// delta_backward, diagonal_forward / diagonal_backward and the conv in cpu_backend.cpp.
+#include <cuda_pipeline.h>
+
+#include <algorithm>
 #include <stdexcept>
 
+#include "activations.cuh"
 #include "kernels.cuh"
 
 namespace statetrack::gpu::cuda {
@@ -19,8 +24,6 @@ constexpr unsigned full_mask = 0xffffffffu;
 constexpr int block_threads = 128;
 constexpr float norm_eps = 1e-6f;
 
-__device__ float sigmoidf(float z) { return 1.0f / (1.0f + expf(-z)); }
-__device__ float softplusf(float z) { return z > 20.0f ? z : log1pf(expf(z)); }
 
 template <int DH>
 __device__ float group_sum(float x) {
@@ -111,69 +114,228 @@ __device__ void load_row(const float* src, float (&out)[DH]) {
     }
 }
 
-// Where one lane's inputs of factor j at row n are, and the loads of them. The kernels load a
-// substep ahead (the next factor, or the next step's first factor and q), so that each step's
-// chain of group reductions does not also wait for memory.
+// ---- The short causal conv + SiLU of the recurrences' inputs, staged a chunk of steps ahead ----
+// The recurrences read the q, k, v projections before their conv: the conv is per column and a lane
+// owns its columns (q, k and v of its head and key index, of every factor), so each lane convolves
+// its own columns and the convolved activations never go through global memory (the separate conv
+// kernels read and wrote them: 2.5 of 16 ms of a T = 256 step, ncu 2026-11-24). A recurrence step
+// is a chain of dependent group reductions, so a memory latency inside a step costs its whole
+// length: computing the conv inside each step made the kernels 2-3x slower (H100, 2026-11-25).
+// So a lane first convolves its columns for a chunk of steps into shared memory (asynchronous
+// copies whose latencies overlap), the recurrence reads them there, and the backward turns them,
+// after each chunk, into the projections' gradient and the taps' gradient. Measured on the H100
+// (2026-11-25, docs/PERFORMANCE.md): the step as fast as with the separate conv kernels at T = 40
+// and 3.5% faster at T = 256, with 18% less device memory (no convolved copy of q, k, v).
+struct Conv {
+    const float* __restrict__ pre;  // [N][ld] projections, before the conv
+    const float* __restrict__ w;    // [ld][K] taps
+    std::size_t ld;
+    int K;              // taps (at most the kernel's KT)
+    std::size_t chunk;  // steps staged at once (conv_chunk)
+};
+// The kernels take the taps as KT = 4 or 8 (a compile-time length, so that the windows below stay in
+// registers and their loads overlap: with the tap count known only at run time the conv phases
+// were slower than the whole recurrence). K < KT taps are padded in front with zero taps, which
+// multiply the zeros before the word or add exact zeros: the sums are those of K taps.
+template <int KT>
+__device__ void load_taps(const Conv& cv, std::size_t col, float (&w)[KT]) {
+    const int pad = KT - cv.K;
+#pragma unroll
+    for (int j = 0; j < KT; ++j) w[j] = j >= pad ? __ldg(cv.w + col * std::size_t(cv.K) + std::size_t(j - pad)) : 0.0f;
+}
+// A lane's rows of dynamic shared memory, lane-interleaved (no bank conflicts): entry (slot, i) of
+// an area of `length` entries per slot. The areas of a lane, one after the other: raw (chunk + KT -
+// 1 rows of pre per slot), stage (chunk: the conv sums, then in the backward their gradients), and
+// in the backward the carry (KT - 1: the gradients of the first rows of the chunk after) and the
+// tap gradients (KT).
+struct LaneArea {
+    float* first;
+    std::size_t length;
+    __device__ float& at(std::size_t slot, std::size_t i) const { return first[(slot * length + i) * block_threads]; }
+};
+// Floats of dynamic shared memory per lane (the launch gives block_threads times this).
+std::size_t staged_floats(std::size_t slots, std::size_t chunk, std::size_t KT, bool backward) {
+    return slots * (2 * chunk + KT - 1 + (backward ? 2 * KT - 1 : 0));
+}
+// At most 32 steps, fewer where a block would need more than 64 KiB (three blocks fit in an SM's
+// shared memory, as many as the delta backward's registers allow), at least 1.
+std::size_t conv_chunk(std::size_t slots, std::size_t KT) {
+    const std::size_t per_lane = 64 * 1024 / sizeof(float) / block_threads, fixed = 3 * KT - 2;
+    const std::size_t fit = per_lane / slots > fixed ? (per_lane / slots - fixed) / 2 : 0;
+    return std::clamp<std::size_t>(fit, 1, 32);
+}
+__device__ LaneArea lane_area(std::size_t offset, std::size_t length) {
+    extern __shared__ float lane_shared[];
+    return {lane_shared + offset * block_threads + threadIdx.x, length};
+}
+// The lane's areas for a chunk of cv.chunk steps over `slots` columns.
+template <int KT>
+struct ConvAreas {
+    LaneArea raw, stage, carry, taps;
+    __device__ ConvAreas(const Conv& cv, std::size_t slots)
+        : raw(lane_area(0, cv.chunk + KT - 1)),
+          stage(lane_area(slots * (cv.chunk + KT - 1), cv.chunk)),
+          carry(lane_area(slots * (2 * cv.chunk + KT - 1), KT - 1)),
+          taps(lane_area(slots * (2 * cv.chunk + 2 * KT - 2), KT)) {}
+};
+
+// The stage's conv sums of rows t0 .. t1 - 1 (n0 the word's row 0) for every slot, in the CPU
+// reference's order of taps; column(slot) is the slot's column of `pre`. The rows t0 - KT + 1 ..
+// t1 - 1 are first copied to `raw` by asynchronous copies, all in flight at once (loads in the
+// conv's loop waited one after the other: a memory latency per row).
+template <int KT, class Column>
+__device__ void stage_conv(const Conv& cv, const ConvAreas<KT>& a, std::size_t slots, Column column, std::size_t n0,
+                           std::size_t t0, std::size_t t1) {
+    const std::size_t rows = t1 - t0 + KT - 1;
+    for (std::size_t s = 0; s < slots; ++s) {
+        const float* src = cv.pre + n0 * cv.ld + column(s);
+        for (std::size_t i = 0; i < rows; ++i) {
+            const long long r = (long long)t0 - (KT - 1) + (long long)i;
+            if (r >= 0) __pipeline_memcpy_async(&a.raw.at(s, i), src + std::size_t(r) * cv.ld, sizeof(float));
+            else a.raw.at(s, i) = 0;
+        }
+    }
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+    for (std::size_t s = 0; s < slots; ++s) {
+        float w[KT], x[KT];  // x[j]: pre at row t - KT + 1 + j
+        load_taps<KT>(cv, column(s), w);
+#pragma unroll
+        for (int j = 0; j + 1 < KT; ++j) x[j] = a.raw.at(s, std::size_t(j));
+        for (std::size_t i = 0; i < t1 - t0; ++i) {
+            x[KT - 1] = a.raw.at(s, i + KT - 1);
+            float z = 0;
+#pragma unroll
+            for (int j = 0; j < KT; ++j) z += w[j] * x[j];
+            a.stage.at(s, i) = z;
+#pragma unroll
+            for (int j = 0; j + 1 < KT; ++j) x[j] = x[j + 1];
+        }
+    }
+}
+
+// After the reverse pass over rows t0 .. t1 - 1 the stage holds g_t, the gradients of the conv sums,
+// and the carry those of rows t1 .. t1 + KT - 2 (zero past the word). Writes dpre_t = sum_i
+// w[KT-1-i] g_{t+i} (valid lanes), adds g_t pre_{t-KT+1+j} to tap j's gradient, and leaves in the
+// carry the gradients of rows t0 .. t0 + KT - 2 for the chunk before.
+template <int KT, class Column>
+__device__ void conv_backward_chunk(const Conv& cv, const ConvAreas<KT>& a, std::size_t slots, Column column,
+                                    std::size_t n0, std::size_t t0, std::size_t t1, float* dpre, bool valid) {
+    for (std::size_t s = 0; s < slots; ++s) {
+        const std::size_t col = column(s);
+        float w[KT], g[KT], acc[KT];  // g[i] = g_{t+i}
+        load_taps<KT>(cv, col, w);
+#pragma unroll
+        for (int i = 1; i < KT; ++i) g[i] = a.carry.at(s, std::size_t(i - 1));
+#pragma unroll
+        for (int j = 0; j < KT; ++j) acc[j] = 0;
+        for (std::size_t t = t1; t-- > t0;) {
+            const std::size_t i = t - t0;  // raw entry i + j is pre at row t - KT + 1 + j
+            g[0] = a.stage.at(s, i);
+            if (valid) {
+                float dx = 0;
+#pragma unroll
+                for (int k = 0; k < KT; ++k) dx += w[KT - 1 - k] * g[k];
+                dpre[(n0 + t) * cv.ld + col] = dx;
+            }
+#pragma unroll
+            for (int j = 0; j < KT; ++j) acc[j] += g[0] * a.raw.at(s, i + std::size_t(j));
+#pragma unroll
+            for (int k = KT - 1; k > 0; --k) g[k] = g[k - 1];
+        }
+#pragma unroll
+        for (int i = 0; i + 1 < KT; ++i) a.carry.at(s, std::size_t(i)) = g[i + 1];
+#pragma unroll
+        for (int j = 0; j < KT; ++j) a.taps.at(s, std::size_t(j)) += acc[j];
+    }
+}
+// The backward starts with no gradient past the word and none of the taps.
+template <int KT>
+__device__ void zero_carry_and_taps(const ConvAreas<KT>& a, std::size_t slots) {
+    for (std::size_t s = 0; s < slots; ++s) {
+        for (std::size_t i = 0; i + 1 < KT; ++i) a.carry.at(s, i) = 0;
+        for (std::size_t j = 0; j < KT; ++j) a.taps.at(s, j) = 0;
+    }
+}
+// The slots' tap gradients (the K real ones of KT) into dconv[col][.], once the lane is done.
+template <int KT, class Column>
+__device__ void add_tap_grads(const Conv& cv, const LaneArea& taps, std::size_t slots, Column column, float* dconv) {
+    for (std::size_t s = 0; s < slots; ++s)
+        for (int j = 0; j < cv.K; ++j)
+            atomicAdd(dconv + column(s) * std::size_t(cv.K) + j, taps.at(s, std::size_t(KT - cv.K + j)));
+}
+
+// Where one lane's columns are: slot 0 is q, slot 1 + 2 j is k of factor j, 2 + 2 j is v of factor j.
 struct DeltaLane {
-    std::size_t H, h, c, dh, d, Fd, ld, FH;
-    __device__ std::size_t col(std::size_t j) const { return (j * H + h) * dh + c; }
+    std::size_t H, h, c, dh, d, Fd, FH;
+    __device__ std::size_t q() const { return h * dh + c; }
+    __device__ std::size_t k(std::size_t j) const { return d + (j * H + h) * dh + c; }
+    __device__ std::size_t kv(std::size_t j) const { return k(j) - d; }  // the factor's column in [N][F d] arrays
+    __device__ std::size_t column(std::size_t slot) const {
+        return slot == 0 ? q() : k((slot - 1) / 2) + ((slot - 1) % 2) * Fd;
+    }
 };
 template <int DH>
 __device__ DeltaLane delta_lane(const DeltaShape& s, const Place& p) {
-    const std::size_t d = s.H * DH, Fd = s.F * d;
-    return {s.H, p.h, std::size_t(p.c), DH, d, Fd, d + 2 * Fd, s.F * s.H};
+    const std::size_t d = s.H * DH;
+    return {s.H, p.h, std::size_t(p.c), DH, d, s.F * d, s.F * s.H};
 }
+// The inputs of factor j at step i of the chunk (row n). The kernels read them a substep ahead (the
+// next factor, or the next step's first factor), so that a step's chain of group reductions does
+// not also wait for memory.
 struct FactorInputs {
-    float k, w, z;  // raw key, v (forward) or the saved u (backward), beta logit
+    float zk, zv, zbeta;  // the conv sums (SiLU inputs) of k and v, the beta logit
+    float u;              // backward: the forward's u = v - S^T k
 };
-__device__ FactorInputs load_factor(const DeltaLane& l, const float* act, const float* zbeta, const float* w,
-                                    std::size_t w_stride, std::size_t w_offset, std::size_t n, std::size_t j) {
-    const std::size_t col = l.col(j);
-    return {act[n * l.ld + l.d + col], w[n * w_stride + w_offset + col], zbeta[n * l.FH + j * l.H + l.h]};
+__device__ FactorInputs load_factor(const DeltaLane& l, const LaneArea& stage, const float* zbeta,
+                                    const float* u_saved, std::size_t n, std::size_t i, std::size_t j) {
+    return {stage.at(1 + 2 * j, i), stage.at(2 + 2 * j, i), zbeta[n * l.FH + j * l.H + l.h],
+            u_saved ? u_saved[n * l.Fd + l.kv(j)] : 0.0f};
 }
 
-template <int DH, bool TRAIN>
-__global__ void __launch_bounds__(block_threads) delta_forward_kernel(DeltaShape s, const float* act, const float* zbeta,
+template <int DH, int KT, bool TRAIN>
+__global__ void __launch_bounds__(block_threads) delta_forward_kernel(DeltaShape s, Conv cv, const float* zbeta,
                                                                       float* o, float* u_out, float* final) {
     const Place p = place<DH>(s.B, s.H);
-    const std::size_t H = s.H, F = s.F, d = H * DH, Fd = F * d, ld = d + 2 * Fd;
+    const std::size_t H = s.H, F = s.F, d = H * DH, slots = 1 + 2 * F;
     const DeltaLane lane = delta_lane<DH>(s, p);
+    const ConvAreas<KT> area(cv, slots);
+    const LaneArea& stage = area.stage;
+    auto column = [&](std::size_t slot) { return lane.column(slot); };
     float S[DH], kb[DH];
 #pragma unroll
     for (int r = 0; r < DH; ++r) S[r] = 0;
     const std::size_t n0 = p.b * s.T;
-    FactorInputs next = load_factor(lane, act, zbeta, act, ld, d + Fd, n0, 0);
-    float q_next = act[n0 * ld + p.h * DH + p.c];
-    for (std::size_t t = 0; t < s.T; ++t) {
-        const std::size_t n = n0 + t;
-        const float q_raw = q_next;
-        for (std::size_t j = 0; j < F; ++j) {
-            const FactorInputs in = next;
-            if (j + 1 < F) {
-                next = load_factor(lane, act, zbeta, act, ld, d + Fd, n, j + 1);
-            } else if (t + 1 < s.T) {
-                next = load_factor(lane, act, zbeta, act, ld, d + Fd, n + 1, 0);
-                q_next = act[(n + 1) * ld + p.h * DH + p.c];
+    for (std::size_t t0 = 0; t0 < s.T; t0 += cv.chunk) {
+        const std::size_t t1 = min(s.T, t0 + cv.chunk);
+        stage_conv<KT>(cv, area, slots, column, n0, t0, t1);
+        FactorInputs next = load_factor(lane, stage, zbeta, nullptr, n0 + t0, 0, 0);
+        for (std::size_t t = t0; t < t1; ++t) {
+            const std::size_t n = n0 + t, i = t - t0;
+            const float q_raw = siluf(stage.at(0, i));
+            for (std::size_t j = 0; j < F; ++j) {
+                const FactorInputs in = next;
+                if (j + 1 < F) next = load_factor(lane, stage, zbeta, nullptr, n, i, j + 1);
+                else if (t + 1 < t1) next = load_factor(lane, stage, zbeta, nullptr, n + 1, i + 1, 0);
+                float knorm;
+                const float k = l2_normalise<DH>(siluf(in.zk), knorm);
+                const float beta = s.beta_scale * sigmoidf(in.zbeta);
+                float u = siluf(in.zv);
+                broadcast<DH>(k, p.slot, p.c, kb);
+#pragma unroll
+                for (int r = 0; r < DH; ++r) u -= S[r] * kb[r];
+#pragma unroll
+                for (int r = 0; r < DH; ++r) S[r] += beta * kb[r] * u;
+                if (TRAIN && p.valid) u_out[n * lane.Fd + lane.kv(j)] = u;
             }
-            const std::size_t col = lane.col(j);
-            float knorm;
-            const float k = l2_normalise<DH>(in.k, knorm);
-            const float beta = s.beta_scale * sigmoidf(in.z);
-            float u = in.w;
-            broadcast<DH>(k, p.slot, p.c, kb);
+            float qnorm;
+            const float q = l2_normalise<DH>(q_raw, qnorm);
+            broadcast<DH>(q, p.slot, p.c, kb);
+            float out = 0;
 #pragma unroll
-            for (int r = 0; r < DH; ++r) u -= S[r] * kb[r];
-#pragma unroll
-            for (int r = 0; r < DH; ++r) S[r] += beta * kb[r] * u;
-            if (TRAIN && p.valid) u_out[n * Fd + col] = u;
+            for (int r = 0; r < DH; ++r) out += S[r] * kb[r];
+            if (p.valid) o[n * d + lane.q()] = out;
         }
-        float qnorm;
-        const float q = l2_normalise<DH>(q_raw, qnorm);
-        broadcast<DH>(q, p.slot, p.c, kb);
-        float out = 0;
-#pragma unroll
-        for (int r = 0; r < DH; ++r) out += S[r] * kb[r];
-        if (p.valid) o[n * d + p.h * DH + p.c] = out;
     }
     if (TRAIN && p.valid) {
         float* dst = final + ((p.b * H + p.h) * DH) * DH + p.c;
@@ -186,69 +348,80 @@ __global__ void __launch_bounds__(block_threads) delta_forward_kernel(DeltaShape
 // S g, dS u and S du are sums within the lane and only dS^T k needs a transpose-reduction (the
 // forward's column layout needed two per step: S g and the key gradient; ncu 2026-11-22 had the
 // backward at 168 registers and latency-bound). The value-side vectors (g, u, du) are broadcast.
-template <int DH>
-__global__ void __launch_bounds__(block_threads) delta_backward_kernel(DeltaShape s, const float* act, const float* zbeta,
+// Lane r's columns are q_r, k_{j,r} and v_{j,r}: the stage entry of each, read as a conv sum z,
+// is replaced by the gradient of z once the step is done.
+template <int DH, int KT>
+__global__ void __launch_bounds__(block_threads, 3) delta_backward_kernel(DeltaShape s, Conv cv, const float* zbeta,
                                                                        const float* u_saved, const float* final,
-                                                                       const float* dO, float* dact, float* dzbeta) {
+                                                                       const float* dO, float* dpre, float* dconv,
+                                                                       float* dzbeta) {
     const Place p = place<DH>(s.B, s.H);
-    const std::size_t H = s.H, F = s.F, d = H * DH, Fd = F * d, ld = d + 2 * Fd, FH = F * H;
+    const std::size_t H = s.H, F = s.F, d = H * DH, slots = 1 + 2 * F;
+    const DeltaLane lane = delta_lane<DH>(s, p);
+    const ConvAreas<KT> area(cv, slots);
+    const LaneArea& stage = area.stage;
+    zero_carry_and_taps(area, slots);
+    auto column = [&](std::size_t slot) { return lane.column(slot); };
     float S[DH], dS[DH], w[DH], vb[DH];
     load_row<DH>(final + ((p.b * H + p.h) * DH + std::size_t(p.c)) * DH, S);
 #pragma unroll
     for (int c = 0; c < DH; ++c) dS[c] = 0;
-    const DeltaLane lane = delta_lane<DH>(s, p);
-    const std::size_t n_last = p.b * s.T + s.T - 1, qcol = p.h * DH + p.c;
-    FactorInputs next = load_factor(lane, act, zbeta, u_saved, Fd, 0, n_last, F - 1);
-    float q_next = act[n_last * ld + qcol], g_next = dO[n_last * d + qcol];
-    for (std::size_t t = s.T; t-- > 0;) {
-        const std::size_t n = p.b * s.T + t;
-        float* drow = dact + n * ld;
-        // o = S_t^T q: dq = S_t g, dS += q g^T; then back through the L2 norm of q
-        float qnorm;
-        const float q = l2_normalise<DH>(q_next, qnorm);
-        broadcast<DH>(g_next, p.slot, p.c, vb);
-        const float dq = dot<DH>(S, vb);
+    const std::size_t n0 = p.b * s.T, qcol = lane.q();
+    for (std::size_t t1 = s.T; t1 > 0;) {
+        const std::size_t t0 = t1 > cv.chunk ? t1 - cv.chunk : 0;
+        stage_conv<KT>(cv, area, slots, column, n0, t0, t1);
+        FactorInputs next = load_factor(lane, stage, zbeta, u_saved, n0 + t1 - 1, t1 - 1 - t0, F - 1);
+        float g_next = dO[(n0 + t1 - 1) * d + qcol];
+        for (std::size_t t = t1; t-- > t0;) {
+            const std::size_t n = n0 + t, i = t - t0;
+            // o = S_t^T q: dq = S_t g, dS += q g^T; then back through the L2 norm of q
+            const float zq = stage.at(0, i);
+            float qnorm;
+            const float q = l2_normalise<DH>(siluf(zq), qnorm);
+            broadcast<DH>(g_next, p.slot, p.c, vb);
+            const float dq = dot<DH>(S, vb);
 #pragma unroll
-        for (int c = 0; c < DH; ++c) dS[c] += q * vb[c];
-        const float dq_raw = (dq - q * group_sum<DH>(q * dq)) / qnorm;
-        if (p.valid) drow[p.h * DH + p.c] = dq_raw;
-        for (std::size_t j = F; j-- > 0;) {
-            const FactorInputs in = next;
-            if (j > 0) {
-                next = load_factor(lane, act, zbeta, u_saved, Fd, 0, n, j - 1);
-            } else if (t > 0) {
-                next = load_factor(lane, act, zbeta, u_saved, Fd, 0, n - 1, F - 1);
-                q_next = act[(n - 1) * ld + qcol], g_next = dO[(n - 1) * d + qcol];
-            }
-            const std::size_t col = lane.col(j);
-            float knorm;
-            const float k = l2_normalise<DH>(in.k, knorm);
-            const float sg = sigmoidf(in.z);
-            const float beta = s.beta_scale * sg;
-            const float u = in.w;
-            // S_prev = S_next - beta k u^T (the forward's products beta k_r times u_c)
-            broadcast<DH>(u, p.slot, p.c, vb);
-            const float bk = beta * k;
+            for (int c = 0; c < DH; ++c) dS[c] += q * vb[c];
+            const float dq_raw = (dq - q * group_sum<DH>(q * dq)) / qnorm;
+            stage.at(0, i) = dq_raw * silu_gradf(zq);
+            for (std::size_t j = F; j-- > 0;) {
+                const FactorInputs in = next;
+                if (j > 0) {
+                    next = load_factor(lane, stage, zbeta, u_saved, n, i, j - 1);
+                } else if (t > t0) {
+                    next = load_factor(lane, stage, zbeta, u_saved, n - 1, i - 1, F - 1);
+                    g_next = dO[(n - 1) * d + qcol];
+                }
+                float knorm;
+                const float k = l2_normalise<DH>(siluf(in.zk), knorm);
+                const float sg = sigmoidf(in.zbeta);
+                const float beta = s.beta_scale * sg;
+                const float u = in.u;
+                // S_prev = S_next - beta k u^T (the forward's products beta k_r times u_c)
+                broadcast<DH>(u, p.slot, p.c, vb);
+                const float bk = beta * k;
 #pragma unroll
-            for (int c = 0; c < DH; ++c) S[c] -= bk * vb[c];
-            const float dS_u = dot<DH>(dS, vb);
+                for (int c = 0; c < DH; ++c) S[c] -= bk * vb[c];
+                const float dS_u = dot<DH>(dS, vb);
 #pragma unroll
-            for (int c = 0; c < DH; ++c) w[c] = dS[c] * k;
-            const float acc = transpose_reduce<DH>(w, p.c);  // (dS^T k)[lane]
-            const float db = group_sum<DH>(acc * u);
-            const float du = beta * acc;
-            broadcast<DH>(du, p.slot, p.c, vb);
-            const float dk = beta * dS_u - dot<DH>(S, vb);  // beta dS u - S du, row r
+                for (int c = 0; c < DH; ++c) w[c] = dS[c] * k;
+                const float acc = transpose_reduce<DH>(w, p.c);  // (dS^T k)[lane]
+                const float db = group_sum<DH>(acc * u);
+                const float du = beta * acc;
+                broadcast<DH>(du, p.slot, p.c, vb);
+                const float dk = beta * dS_u - dot<DH>(S, vb);  // beta dS u - S du, row r
 #pragma unroll
-            for (int c = 0; c < DH; ++c) dS[c] -= k * vb[c];
-            const float dk_raw = (dk - k * group_sum<DH>(k * dk)) / knorm;
-            if (p.valid) {
-                drow[d + col] = dk_raw;
-                drow[d + Fd + col] = du;
-                if (p.c == 0) dzbeta[n * FH + j * H + p.h] = db * s.beta_scale * sg * (1.0f - sg);
+                for (int c = 0; c < DH; ++c) dS[c] -= k * vb[c];
+                const float dk_raw = (dk - k * group_sum<DH>(k * dk)) / knorm;
+                stage.at(1 + 2 * j, i) = dk_raw * silu_gradf(in.zk);
+                stage.at(2 + 2 * j, i) = du * silu_gradf(in.zv);  // dv = du
+                if (p.valid && p.c == 0) dzbeta[n * lane.FH + j * H + p.h] = db * s.beta_scale * sg * (1.0f - sg);
             }
         }
+        conv_backward_chunk<KT>(cv, area, slots, column, n0, t0, t1, dpre, p.valid);
+        t1 = t0;
     }
+    if (p.valid) add_tap_grads<KT>(cv, area.taps, slots, column, dconv);
 }
 
 // Diagonal: S <- Diag(a) S + k v^T with a = decay or 2 decay - 1, decay = exp(-softplus(zdt) e^w).
@@ -264,145 +437,197 @@ __device__ Gate diagonal_gate(float zdt, float decay_log, bool signed_range) {
     return g;
 }
 
-template <int DH, bool TRAIN>
-__global__ void __launch_bounds__(block_threads) diagonal_forward_kernel(DiagonalShape s, const float* act,
-                                                                         const float* zdt, const float* decay_log,
-                                                                         float* o, float* states) {
+// Lane (h, c) of the diagonal recurrence has the columns q, k, v of channel h dh + c (slots 0, 1, 2).
+template <int DH, int KT, bool TRAIN>
+__global__ void __launch_bounds__(block_threads) diagonal_forward_kernel(DiagonalShape s, Conv cv, const float* zdt,
+                                                                         const float* decay_log, float* o,
+                                                                         float* states) {
     const Place p = place<DH>(s.B, s.H);
-    const std::size_t H = s.H, d = H * DH, ld = 3 * d, ch = p.h * DH + p.c;
+    const std::size_t H = s.H, d = H * DH, ch = p.h * DH + p.c;
+    const ConvAreas<KT> area(cv, 3);
+    const LaneArea& stage = area.stage;
+    auto column = [&](std::size_t slot) { return slot * d + ch; };
     float S[DH], ab[DH], kb[DH];
 #pragma unroll
     for (int r = 0; r < DH; ++r) S[r] = 0;
     const float wlog = decay_log[ch];
-    for (std::size_t t = 0; t < s.T; ++t) {
-        const std::size_t n = p.b * s.T + t;
-        const float* row = act + n * ld;
-        const float a = diagonal_gate(zdt[n * d + ch], wlog, s.signed_range).a;  // lane c holds a[c] (key index c)
-        const float q = row[ch], k = row[d + ch], v = row[2 * d + ch];
-        broadcast<DH>(a, p.slot, p.c, ab);
-        broadcast<DH>(k, p.slot, p.c, kb);
+    const std::size_t n0 = p.b * s.T;
+    for (std::size_t t0 = 0; t0 < s.T; t0 += cv.chunk) {
+        const std::size_t t1 = min(s.T, t0 + cv.chunk);
+        stage_conv<KT>(cv, area, 3, column, n0, t0, t1);
+        for (std::size_t t = t0; t < t1; ++t) {
+            const std::size_t n = n0 + t, i = t - t0;
+            const float a = diagonal_gate(zdt[n * d + ch], wlog, s.signed_range).a;  // lane c holds a[c] (key index c)
+            const float q = siluf(stage.at(0, i)), k = siluf(stage.at(1, i)), v = siluf(stage.at(2, i));
+            broadcast<DH>(a, p.slot, p.c, ab);
+            broadcast<DH>(k, p.slot, p.c, kb);
 #pragma unroll
-        for (int r = 0; r < DH; ++r) S[r] = ab[r] * S[r] + kb[r] * v;
-        broadcast<DH>(q, p.slot, p.c, kb);
-        float out = 0;
+            for (int r = 0; r < DH; ++r) S[r] = ab[r] * S[r] + kb[r] * v;
+            broadcast<DH>(q, p.slot, p.c, kb);
+            float out = 0;
 #pragma unroll
-        for (int r = 0; r < DH; ++r) out += S[r] * kb[r];
-        if (p.valid) {
-            o[n * d + ch] = out;
-            if (TRAIN) {
-                float* dst = states + ((n * H + p.h) * DH) * DH + p.c;
+            for (int r = 0; r < DH; ++r) out += S[r] * kb[r];
+            if (p.valid) {
+                o[n * d + ch] = out;
+                if (TRAIN) {
+                    float* dst = states + ((n * H + p.h) * DH) * DH + p.c;
 #pragma unroll
-                for (int r = 0; r < DH; ++r) dst[r * DH] = S[r];
+                    for (int r = 0; r < DH; ++r) dst[r * DH] = S[r];
+                }
             }
         }
     }
 }
 
-template <int DH>
-__global__ void __launch_bounds__(block_threads) diagonal_backward_kernel(DiagonalShape s, const float* act,
-                                                                          const float* zdt, const float* decay_log,
-                                                                          const float* states, const float* dO,
-                                                                          float* dact, float* dzdt, float* ddecay_log) {
+template <int DH, int KT>
+__global__ void __launch_bounds__(block_threads) diagonal_backward_kernel(DiagonalShape s, Conv cv, const float* zdt,
+                                                                          const float* decay_log, const float* states,
+                                                                          const float* dO, float* dpre, float* dconv,
+                                                                          float* dzdt, float* ddecay_log) {
     const Place p = place<DH>(s.B, s.H);
-    const std::size_t H = s.H, d = H * DH, ld = 3 * d, ch = p.h * DH + p.c;
+    const std::size_t H = s.H, d = H * DH, ch = p.h * DH + p.c;
+    const ConvAreas<KT> area(cv, 3);
+    const LaneArea& stage = area.stage;
+    zero_carry_and_taps(area, 3);
+    auto column = [&](std::size_t slot) { return slot * d + ch; };
     float dS[DH], w[DH], kb[DH];
 #pragma unroll
     for (int r = 0; r < DH; ++r) dS[r] = 0;
     const float wlog = decay_log[ch];
     float dwlog = 0;
-    for (std::size_t t = s.T; t-- > 0;) {
-        const std::size_t n = p.b * s.T + t;
-        const float* row = act + n * ld;
-        float* drow = dact + n * ld;
-        const float z = zdt[n * d + ch];
-        const Gate gate = diagonal_gate(z, wlog, s.signed_range);
-        const float q = row[ch], k = row[d + ch], v = row[2 * d + ch];
-        const float g = dO[n * d + ch];
-        const float* St = states + ((n * H + p.h) * DH) * DH + p.c;
-        const float* Sp = St - H * DH * DH;  // the state of step t - 1 (zero before the word)
-        // dq = S_t g; dS += q g^T
+    const std::size_t n0 = p.b * s.T;
+    for (std::size_t t1 = s.T; t1 > 0;) {
+        const std::size_t t0 = t1 > cv.chunk ? t1 - cv.chunk : 0;
+        stage_conv<KT>(cv, area, 3, column, n0, t0, t1);
+        for (std::size_t t = t1; t-- > t0;) {
+            const std::size_t n = n0 + t, i = t - t0;
+            const float z = zdt[n * d + ch];
+            const Gate gate = diagonal_gate(z, wlog, s.signed_range);
+            const float zq = stage.at(0, i), zk = stage.at(1, i), zv = stage.at(2, i);
+            const float q = siluf(zq), k = siluf(zk), v = siluf(zv);
+            const float g = dO[n * d + ch];
+            const float* St = states + ((n * H + p.h) * DH) * DH + p.c;
+            const float* Sp = St - H * DH * DH;  // the state of step t - 1 (zero before the word)
+            // dq = S_t g; dS += q g^T
 #pragma unroll
-        for (int r = 0; r < DH; ++r) w[r] = St[r * DH] * g;
-        const float dq = transpose_reduce<DH>(w, p.c);
-        broadcast<DH>(q, p.slot, p.c, kb);
+            for (int r = 0; r < DH; ++r) w[r] = St[r * DH] * g;
+            const float dq = transpose_reduce<DH>(w, p.c);
+            broadcast<DH>(q, p.slot, p.c, kb);
 #pragma unroll
-        for (int r = 0; r < DH; ++r) dS[r] += kb[r] * g;
-        broadcast<DH>(k, p.slot, p.c, kb);
-        float dv = 0;
+            for (int r = 0; r < DH; ++r) dS[r] += kb[r] * g;
+            broadcast<DH>(k, p.slot, p.c, kb);
+            float dv = 0;
 #pragma unroll
-        for (int r = 0; r < DH; ++r) dv += dS[r] * kb[r];
+            for (int r = 0; r < DH; ++r) dv += dS[r] * kb[r];
 #pragma unroll
-        for (int r = 0; r < DH; ++r) w[r] = t > 0 ? dS[r] * Sp[r * DH] : 0.0f;
-        const float da = transpose_reduce<DH>(w, p.c);
+            for (int r = 0; r < DH; ++r) w[r] = t > 0 ? dS[r] * Sp[r * DH] : 0.0f;
+            const float da = transpose_reduce<DH>(w, p.c);
 #pragma unroll
-        for (int r = 0; r < DH; ++r) w[r] = dS[r] * v;
-        const float dk = transpose_reduce<DH>(w, p.c);
-        broadcast<DH>(gate.a, p.slot, p.c, kb);
+            for (int r = 0; r < DH; ++r) w[r] = dS[r] * v;
+            const float dk = transpose_reduce<DH>(w, p.c);
+            broadcast<DH>(gate.a, p.slot, p.c, kb);
 #pragma unroll
-        for (int r = 0; r < DH; ++r) dS[r] *= kb[r];
-        const float common = da * (s.signed_range ? 2.0f : 1.0f) * gate.decay;
-        dwlog -= common * gate.delta * gate.ew;
-        if (p.valid) {
-            drow[ch] = dq;
-            drow[d + ch] = dk;
-            drow[2 * d + ch] = dv;
-            dzdt[n * d + ch] = -common * gate.ew * sigmoidf(z);
+            for (int r = 0; r < DH; ++r) dS[r] *= kb[r];
+            const float common = da * (s.signed_range ? 2.0f : 1.0f) * gate.decay;
+            dwlog -= common * gate.delta * gate.ew;
+            stage.at(0, i) = dq * silu_gradf(zq), stage.at(1, i) = dk * silu_gradf(zk), stage.at(2, i) = dv * silu_gradf(zv);
+            if (p.valid) dzdt[n * d + ch] = -common * gate.ew * sigmoidf(z);
         }
+        conv_backward_chunk<KT>(cv, area, 3, column, n0, t0, t1, dpre, p.valid);
+        t1 = t0;
     }
-    if (p.valid) atomicAdd(&ddecay_log[ch], dwlog);
+    if (p.valid) {
+        atomicAdd(&ddecay_log[ch], dwlog);
+        add_tap_grads<KT>(cv, area.taps, 3, column, dconv);
+    }
 }
 
-// Launches the kernel that `pick` returns for this head dimension (pick(std::integral_constant<int,
-// DH>)) over one DH-lane group per (word, head), and checks the launch.
+// The kernels' compile-time tap length for K taps (load_taps).
+std::size_t tap_length(std::size_t K) {
+    if (K > 8) throw std::invalid_argument("the CUDA recurrences' convolutions take at most 8 taps");
+    return K <= 4 ? 4 : 8;
+}
+
+// Launches the kernel that `pick` returns for this head dimension and tap length KT = tap_length(K)
+// (pick(std::integral_constant<int, DH>, std::integral_constant<int, KT>)) over one DH-lane group per
+// (word, head), with `shared_bytes` of dynamic shared memory per block (near the default 48 KiB,
+// which the static broadcast slots share, the kernel is allowed more first), and checks the launch.
 template <class Pick, class... Args>
-void launch_groups(const char* name, std::size_t dh, std::size_t groups, cudaStream_t stream, Pick&& pick,
-                   Args... args) {
-    auto launch = [&](auto head_dim) {
+void launch_groups(const char* name, std::size_t dh, std::size_t K, std::size_t groups, std::size_t shared_bytes,
+                   cudaStream_t stream, Pick&& pick, Args... args) {
+    auto launch = [&](auto head_dim, auto taps) {
         constexpr int DH = decltype(head_dim)::value;
         const unsigned blocks = unsigned((groups * DH + block_threads - 1) / block_threads);
-        pick(head_dim)<<<blocks, block_threads, 0, stream>>>(args...);
+        const auto kernel = pick(head_dim, taps);
+        if (shared_bytes > 32 * 1024)
+            check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)), name);
+        kernel<<<blocks, block_threads, shared_bytes, stream>>>(args...);
+    };
+    auto with_taps = [&](auto head_dim) {
+        if (tap_length(K) == 4) launch(head_dim, std::integral_constant<int, 4>{});
+        else launch(head_dim, std::integral_constant<int, 8>{});
     };
     switch (dh) {
-        case 4: launch(std::integral_constant<int, 4>{}); break;
-        case 8: launch(std::integral_constant<int, 8>{}); break;
-        case 16: launch(std::integral_constant<int, 16>{}); break;
-        case 32: launch(std::integral_constant<int, 32>{}); break;
+        case 4: with_taps(std::integral_constant<int, 4>{}); break;
+        case 8: with_taps(std::integral_constant<int, 8>{}); break;
+        case 16: with_taps(std::integral_constant<int, 16>{}); break;
+        case 32: with_taps(std::integral_constant<int, 32>{}); break;
         default: throw std::invalid_argument("no CUDA recurrence kernel for this head dimension");
     }
     check(cudaGetLastError(), name);
 }
 
+// The conv of a recurrence's inputs (`slots` columns per lane, K taps) and its kernels' dynamic
+// shared memory.
+struct ConvLaunch {
+    const float* pre;
+    const float* w;
+    std::size_t ld, K, slots;
+    bool backward;
+    std::size_t KT() const { return tap_length(K); }
+    Conv conv() const { return {pre, w, ld, int(K), conv_chunk(slots, KT())}; }
+    std::size_t bytes() const { return staged_floats(slots, conv_chunk(slots, KT()), KT(), backward) * block_threads * sizeof(float); }
+};
+
 }  // namespace
 
-void delta_forward(const DeltaShape& s, const float* act, const float* zbeta, float* o, float* u, float* final,
-                   cudaStream_t stream) {
-    launch_groups("delta_forward", s.dh, s.B * s.H, stream, [&](auto dh) {
-        constexpr int DH = decltype(dh)::value;
-        return u ? delta_forward_kernel<DH, true> : delta_forward_kernel<DH, false>;
-    }, s, act, zbeta, o, u, final);
+void delta_forward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
+                   float* final, cudaStream_t stream) {
+    const std::size_t slots = 1 + 2 * s.F;
+    const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.K, slots, false};
+    launch_groups("delta_forward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
+                  [&](auto dh, auto kt) {
+                      constexpr int DH = decltype(dh)::value, KT = decltype(kt)::value;
+                      return u ? delta_forward_kernel<DH, KT, true> : delta_forward_kernel<DH, KT, false>;
+                  }, s, cl.conv(), zbeta, o, u, final);
 }
 
-void delta_backward(const DeltaShape& s, const float* act, const float* zbeta, const float* u, const float* final,
-                    const float* dO, float* dact, float* dzbeta, cudaStream_t stream) {
-    launch_groups("delta_backward", s.dh, s.B * s.H, stream,
-                  [](auto dh) { return delta_backward_kernel<decltype(dh)::value>; }, s, act, zbeta, u, final, dO, dact,
-                  dzbeta);
+void delta_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
+                    const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta, cudaStream_t stream) {
+    const std::size_t slots = 1 + 2 * s.F;
+    const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.K, slots, true};
+    launch_groups("delta_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
+                  [](auto dh, auto kt) { return delta_backward_kernel<decltype(dh)::value, decltype(kt)::value>; }, s,
+                  cl.conv(), zbeta, u, final, dO, dpre, dconv, dzbeta);
 }
 
-void diagonal_forward(const DiagonalShape& s, const float* act, const float* zdt, const float* decay_log, float* o,
-                      float* states, cudaStream_t stream) {
-    launch_groups("diagonal_forward", s.dh, s.B * s.H, stream, [&](auto dh) {
-        constexpr int DH = decltype(dh)::value;
-        return states ? diagonal_forward_kernel<DH, true> : diagonal_forward_kernel<DH, false>;
-    }, s, act, zdt, decay_log, o, states);
+void diagonal_forward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
+                      const float* decay_log, float* o, float* states, cudaStream_t stream) {
+    const ConvLaunch cl{pre, conv, 3 * s.H * s.dh, s.K, 3, false};
+    launch_groups("diagonal_forward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
+                  [&](auto dh, auto kt) {
+                      constexpr int DH = decltype(dh)::value, KT = decltype(kt)::value;
+                      return states ? diagonal_forward_kernel<DH, KT, true> : diagonal_forward_kernel<DH, KT, false>;
+                  }, s, cl.conv(), zdt, decay_log, o, states);
 }
 
-void diagonal_backward(const DiagonalShape& s, const float* act, const float* zdt, const float* decay_log,
-                       const float* states, const float* dO, float* dact, float* dzdt, float* ddecay_log,
-                       cudaStream_t stream) {
-    launch_groups("diagonal_backward", s.dh, s.B * s.H, stream,
-                  [](auto dh) { return diagonal_backward_kernel<decltype(dh)::value>; }, s, act, zdt, decay_log, states,
-                  dO, dact, dzdt, ddecay_log);
+void diagonal_backward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
+                       const float* decay_log, const float* states, const float* dO, float* dpre, float* dconv,
+                       float* dzdt, float* ddecay_log, cudaStream_t stream) {
+    const ConvLaunch cl{pre, conv, 3 * s.H * s.dh, s.K, 3, true};
+    launch_groups("diagonal_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
+                  [](auto dh, auto kt) { return diagonal_backward_kernel<decltype(dh)::value, decltype(kt)::value>; }, s,
+                  cl.conv(), zdt, decay_log, states, dO, dpre, dconv, dzdt, ddecay_log);
 }
 
 }  // namespace statetrack::gpu::cuda
