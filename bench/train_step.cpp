@@ -39,7 +39,6 @@ struct Shape {
     std::size_t layers, T, vocab, classes;
     MatmulPrecision matmul = MatmulPrecision::tf32;
     bool graphs = true;
-    bool tune = false;  // CudaOptions::tune_products
 };
 
 // Words of full length T with random letters and a label at every position (the cost of a step
@@ -64,9 +63,7 @@ nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
     c.layers = s.layers, c.d_model = 128, c.heads = 4, c.vocab = s.vocab, c.classes = s.classes;
     validate(c);
     const std::size_t before = cuda_device_bytes_in_use();
-    CudaOptions options{s.matmul, s.graphs, false};
-    options.tune_products = s.tune ? ProductTuning::fastest : ProductTuning::off;
-    CudaSession session = make_cuda_session(c, options);
+    CudaSession session = make_cuda_session(c, {s.matmul, s.graphs, false});
     const auto layout = parameter_layout(c);
     std::vector<float> w(layout.total);
     init_parameters<float>(c, layout, 1, w);
@@ -74,8 +71,7 @@ nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
     AdamWOptions o;
     std::vector<Batch> batches;  // rotate through a few, as training would
     for (std::size_t i = 0; i < 4; ++i) batches.push_back(full_batch(B, s.T, c.vocab, c.classes, i));
-    // capture (after one step outside a graph when tuning), warm up
-    for (std::size_t i = 0; i < 3; ++i) cuda_train_step(session, batches[i % 4], o, i, 1e-4);
+    for (std::size_t i = 0; i < 3; ++i) cuda_train_step(session, batches[i % 4], o, i, 1e-4);  // capture, warm up
     std::vector<double> times;
     double loss = 0;
     for (std::size_t i = 0; i < steps; ++i) {
@@ -85,12 +81,7 @@ nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
     }
     const double ms = 1e3 * median(times);
     const std::size_t peak = cuda_device_bytes_in_use() - before;
-    nlohmann::json products = nlohmann::json::array();
-    for (const CudaProductTiming& t : cuda_product_timings(session))
-        products.push_back({{"m", t.m}, {"n", t.n}, {"k", t.k}, {"operands", t.operands}, {"accumulate", t.accumulate},
-                            {"default_us", t.default_us}, {"best_us", t.best_us}, {"candidates", t.candidates},
-                            {"choice", t.choice}, {"note", t.note}});
-    return {{"tune_products", s.tune}, {"products", products},{"shape", s.name},      {"model", s.model},
+    return {{"shape", s.name},      {"model", s.model},
             {"layers", s.layers},   {"d_model", 128},
             {"heads", 4},           {"batch", B},
             {"T", s.T},             {"matmul", to_string(s.matmul)},
@@ -233,10 +224,6 @@ int main(int argc, char** argv) {
             shapes.push_back({"modarith (3 layers)", "deltanet", 3, T, 8, 5});
         }
         for (std::size_t T : {40, 256}) shapes.push_back({"deltanet, bf16 MLP", "deltanet", 2, T, 2, 2, MatmulPrecision::bf16});
-        for (std::size_t T : {40, 256}) {
-            shapes.push_back({"deltanet, tuned products", "deltanet", 2, T, 2, 2, MatmulPrecision::tf32, true, true});
-            shapes.push_back({"deltanet, bf16 MLP, tuned", "deltanet", 2, T, 2, 2, MatmulPrecision::bf16, true, true});
-        }
         shapes.push_back({"deltanet, fp32 products", "deltanet", 2, 40, 2, 2, MatmulPrecision::fp32});
         shapes.push_back({"deltanet, no graph", "deltanet", 2, 40, 2, 2, MatmulPrecision::tf32, false});
         shapes.push_back({"lstm", "lstm", 2, 40, 2, 2});
@@ -248,20 +235,6 @@ int main(int argc, char** argv) {
             fmt::print("{:<26} {:>5} {:>6} {:>5} {:>10.3f} {:>14.3e} {:>11.0f}\n", s.name, s.T, to_string(s.matmul),
                        s.graphs ? "yes" : "no", r["ms_per_step"].get<double>(), r["tokens_per_s"].get<double>(),
                        r["device_mib"].get<double>());
-        }
-        // What tuning chose for each tuned shape (products sorted by their shape).
-        for (const auto& r : rows) {
-            if (!r["tune_products"].get<bool>()) continue;
-            fmt::print("\nproducts of '{}' at T = {} (cuBLAS column-major m x n x k; us per product)\n",
-                       r["shape"].get<std::string>(), r["T"].get<std::size_t>());
-            fmt::print("{:>6} {:>6} {:>8} {:>5} {:>4} {:>10} {:>10} {:>6}  {}\n", "m", "n", "k", "op", "acc", "default",
-                       "best", "tried", "choice");
-            for (const auto& t : r["products"])
-                fmt::print("{:>6} {:>6} {:>8} {:>5} {:>4} {:>10.1f} {:>10.1f} {:>6}  {}{}\n", t["m"].get<int>(),
-                           t["n"].get<int>(), t["k"].get<int>(), t["operands"].get<std::string>(),
-                           t["accumulate"].get<bool>() ? "yes" : "no", t["default_us"].get<double>(),
-                           t["best_us"].get<double>(), t["candidates"].get<int>(), t["choice"].get<std::string>(),
-                           t["note"].get<std::string>().empty() ? "" : " (" + t["note"].get<std::string>() + ")");
         }
     }
     result["rows"] = rows;

@@ -21,7 +21,7 @@ struct TrainArgs {
     std::size_t mlp = 0, stop_at = 0;
     double lr = 3e-3, clip = 1.0, weight_decay = 0.1;
     std::uint64_t seed = 1;
-    bool resume = false, json = false, quiet = false, tune_products = false;
+    bool resume = false, json = false, quiet = false;
 };
 
 void run_train(const TrainArgs& a) {
@@ -30,7 +30,6 @@ void run_train(const TrainArgs& a) {
     o.device = parse_device(a.device);
     o.matmul = parse_matmul_precision(a.matmul);
     o.cuda_device = a.cuda_device;
-    o.tune_products = a.tune_products;
     parse_model_name(a.model, o.model);
     o.model.eig = parse_eig_range(a.eig);
     o.model.layers = a.layers, o.model.d_model = a.d_model, o.model.heads = a.heads, o.model.mlp_hidden = a.mlp;
@@ -94,9 +93,6 @@ void add_train(CLI::App& app) {
     cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
     cmd->add_option("--cuda-device", a->cuda_device, "Which GPU (--device cuda)")->capture_default_str();
     cmd->add_option("--matmul", a->matmul, "CUDA matrix products: tf32 (tensor cores), bf16 (tf32, and the MLP in bf16) or fp32 (exact)")->capture_default_str();
-    cmd->add_flag("--tune-products", a->tune_products,
-                  "CUDA: time cuBLAS's and cublasLt's algorithms for each matrix product once and keep the fastest "
-                  "(faster steps; results then differ in the last bits from run to run)");
     cmd->add_option("--precision", a->precision, "Arithmetic: fp32 or fp64 (fp64: CPU only)")->capture_default_str();
     cmd->add_option("--eval-every", a->eval_every, "Evaluate and checkpoint every N steps (0: steps / 10)")->capture_default_str();
     cmd->add_option("--eval-words", a->eval_words, "Test words per length")->capture_default_str();

@@ -40,7 +40,6 @@ void validate(const TrainOptions& o) {
     if (o.device == Device::cuda && o.precision != Precision::fp32)
         bad("--precision", "the CUDA backend trains in fp32 only (--precision fp64 is for --device cpu)");
     if (o.cuda_device < 0) bad("--cuda-device", "the GPU index must be >= 0");
-    if (o.tune_products && o.device != Device::cuda) bad("--tune-products", "tunes the CUDA backend's products: add --device cuda");
 }
 
 nlohmann::json options_to_json(const TrainOptions& o) {

@@ -172,7 +172,6 @@ std::size_t eval_token_budget(const TrainOptions& o) { return std::max<std::size
 CudaSession open_cuda_session(const TrainOptions& o) {
     CudaOptions cuda;
     cuda.matmul = o.matmul, cuda.device = o.cuda_device;
-    cuda.tune_products = o.tune_products ? ProductTuning::fastest : ProductTuning::off;
     return make_cuda_session(o.model, cuda);
 }
 

@@ -127,8 +127,7 @@ struct Comparison {
 
 // Runs the CUDA session and the fp64 CPU reference on the same weights and batch.
 Comparison compare(const ModelConfig& cpu_config, const ModelConfig& gpu_config, MatmulPrecision matmul,
-                   std::uint64_t seed, std::size_t B = 5, std::size_t T = 9,
-                   ProductTuning tuning = ProductTuning::off) {
+                   std::uint64_t seed, std::size_t B = 5, std::size_t T = 9) {
     const auto layout = parameter_layout(cpu_config);
     const auto w = random_params(layout, seed);
     const Batch batch = random_batch(B, T, cpu_config.vocab, cpu_config.classes, seed);
@@ -139,9 +138,7 @@ Comparison compare(const ModelConfig& cpu_config, const ModelConfig& gpu_config,
     std::vector<double> ref_grads(layout.total);
     const double ref_loss = loss_and_gradient<double>(cpu_config, layout, w, batch, ws, ref_grads);
 
-    CudaOptions options{matmul, false, true};
-    options.tune_products = tuning;
-    CudaSession session = make_cuda_session(gpu_config, options);
+    CudaSession session = make_cuda_session(gpu_config, {matmul, false, true});
     const std::vector<float> wf(w.begin(), w.end());
     upload_parameters(session, wf);
     std::vector<float> got_logits(ref_logits.size(), NAN);
@@ -263,11 +260,10 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceForOtherConvLengths) {
 
 // Every case on tensor-core products (tf32, or bf16), one seed each from first_seed + 1: logits
 // within 2e-2 and all gradients within the instance's bound (Comparison::tf32_bound).
-void expect_loose_match(MatmulPrecision matmul, std::uint64_t seed, std::size_t d = 32, std::size_t heads = 2,
-                        ProductTuning tuning = ProductTuning::off) {
+void expect_loose_match(MatmulPrecision matmul, std::uint64_t seed, std::size_t d = 32, std::size_t heads = 2) {
     for (const Case& k : cases) {
         const auto c = config_for(k.model, k.eig, d, heads);
-        const Comparison r = compare(c, c, matmul, ++seed, 5, 9, tuning);
+        const Comparison r = compare(c, c, matmul, ++seed);
         SCOPED_TRACE(std::string(k.model) + " eig " + to_string(k.eig));
         std::string large;  // the tensors the error comes from (printed: they explain a failure)
         for (const auto& [name, e] : r.per_tensor)
@@ -325,53 +321,6 @@ TEST(CudaBackend, Bf16WeightCopyFollowsEveryUpdate) {
     CudaSession stale = make_cuda_session(c, {MatmulPrecision::bf16, true, true});
     upload_parameters(stale, w0);
     EXPECT_NE(logits_of(trained), logits_of(stale));
-}
-
-// Tuned products (CudaOptions::tune_products): every product on cublasLt's fastest candidate
-// (ProductTuning::cublaslt, so that path surely runs) still matches the reference like cuBLAS's
-// default does; accumulating products (the weight gradients) are timed on a scratch output, so a
-// gradient that took the timing runs too would be several times too large and fail here.
-TEST(CudaBackend, TunedProductsMatchCpuReferenceLoosely) {
-    SKIP_WITHOUT_GPU();
-    expect_loose_match(MatmulPrecision::tf32, 700, 32, 2, ProductTuning::cublaslt);
-    expect_loose_match(MatmulPrecision::bf16, 800, 32, 2, ProductTuning::cublaslt);
-}
-
-// With tuning, a batch shape's first training step runs outside a graph (the timings need a real
-// stream) and the next ones replay a graph of the tuned products: the steps report the loss and
-// gradient norm of an untuned session on the same weights and batches (TF32 rounding apart), and
-// every tuned shape says what it measured.
-TEST(CudaBackend, TunedTrainingStepsFollowTheUntunedOnes) {
-    SKIP_WITHOUT_GPU();
-    const auto c = config_for("deltanet", EigRange::signed_unit, 32, 2);
-    const auto layout = parameter_layout(c);
-    const auto wd = random_params(layout, 930);
-    const std::vector<float> w0(wd.begin(), wd.end());
-    AdamWOptions o;
-    o.lr = 1e-3;
-    CudaOptions tuned_options{MatmulPrecision::tf32, true, true};
-    tuned_options.tune_products = ProductTuning::cublaslt;
-    CudaSession tuned = make_cuda_session(c, tuned_options), plain = make_cuda_session(c, {MatmulPrecision::tf32, true, true});
-    upload_parameters(tuned, w0);
-    upload_parameters(plain, w0);
-    for (std::size_t step = 0; step < 4; ++step) {
-        const Batch batch = random_batch(6, 8, c.vocab, c.classes, 940 + step % 2);
-        const CudaStepResult a = cuda_train_step(tuned, batch, o, step, o.lr), b = cuda_train_step(plain, batch, o, step, o.lr);
-        EXPECT_NEAR(a.loss, b.loss, 2e-3 * b.loss) << "step " << step;
-        EXPECT_NEAR(a.grad_norm, b.grad_norm, 2e-2 * b.grad_norm) << "step " << step;
-    }
-    const auto timings = cuda_product_timings(tuned);
-    EXPECT_FALSE(timings.empty());
-    std::size_t on_lt = 0;
-    for (const CudaProductTiming& t : timings) {
-        EXPECT_GT(t.default_us, 0.0);
-        if (t.note.empty()) {
-            EXPECT_GT(t.candidates, 0) << t.m << "x" << t.n << "x" << t.k;
-        }
-        on_lt += t.choice == "cublasLt";
-    }
-    EXPECT_GT(on_lt, 0u);
-    EXPECT_TRUE(cuda_product_timings(plain).empty());
 }
 
 // The comparison must be able to fail: the other eigenvalue range (beta doubled, or 2a - 1) on

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
@@ -18,7 +17,6 @@
 #include <cstdio>
 
 #include "kernels.cuh"
-#include "products.cuh"
 #include "statetrack/automata/error.hpp"
 #include "statetrack/gpu/cuda_backend.hpp"
 
@@ -27,6 +25,12 @@ namespace statetrack::gpu {
 using namespace cuda;
 
 namespace {
+
+void check_blas(cublasStatus_t status, const char* what) {
+    if (status != CUBLAS_STATUS_SUCCESS)
+        throw std::runtime_error(std::string("cuBLAS: ") + what + ": " + cublasGetStatusString(status));
+}
+#define STATETRACK_BLAS(call) check_blas((call), #call)
 
 [[noreturn]] void unavailable(const std::string& why) { throw InputError("--device", "cuda", why); }
 
@@ -103,11 +107,12 @@ struct Graph {
 struct CudaSessionState {
     int device = 0;
     cudaStream_t stream = nullptr;
-    Products products;  // cuBLAS handle and workspace; tuned algorithms (--tune-products)
+    cublasHandle_t blas = nullptr;
     cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
     float *params = nullptr, *grads = nullptr, *m = nullptr, *v = nullptr;
     bf16* params16 = nullptr;  // --matmul bf16: the weights rounded to bf16 after every change
     std::uint8_t* decay_mask = nullptr;
+    void* blas_workspace = nullptr;
     float* work = nullptr;
     std::size_t work_floats = 0;
     StepParams* params_device = nullptr;
@@ -117,7 +122,6 @@ struct CudaSessionState {
     std::int32_t* batch_host = nullptr;   // pinned tokens then targets
     std::size_t batch_host_capacity = 0;  // int32 values
     std::map<std::pair<std::size_t, std::size_t>, Graph> graphs;
-    std::set<std::pair<std::size_t, std::size_t>> run_eagerly;  // tuning: shapes whose first step ran outside a graph
     std::size_t bytes = 0;
 
     void drop_graphs() {
@@ -127,9 +131,8 @@ struct CudaSessionState {
     ~CudaSessionState() {
         cudaSetDevice(device);
         drop_graphs();
-        destroy_products(products);
-        if (products.blas) cublasDestroy(products.blas);
-        for (void* p : {(void*)params, (void*)grads, (void*)m, (void*)v, (void*)params16, (void*)decay_mask, products.workspace, (void*)work,
+        if (blas) cublasDestroy(blas);
+        for (void* p : {(void*)params, (void*)grads, (void*)m, (void*)v, (void*)params16, (void*)decay_mask, blas_workspace, (void*)work,
                         (void*)params_device, (void*)results_device})
             if (p) cudaFree(p);
         for (void* p : {(void*)params_host, (void*)results_host, (void*)batch_host})
@@ -163,10 +166,11 @@ struct Blas {
     template <class In, class Out>
     void gemm(cublasOperation_t ta, cublasOperation_t tb, std::size_t m, std::size_t n, std::size_t k, const In* A,
               std::size_t lda, const In* B, std::size_t ldb, float beta, Out* C, std::size_t ldc) const {
+        const float alpha = 1.0f;
         const cublasComputeType_t compute = std::is_same_v<In, bf16> ? CUBLAS_COMPUTE_32F : s.compute;
-        const ProductShape shape{ta, tb, int(m), int(n), int(k), int(lda), int(ldb), int(ldc),
-                                 cuda_type<In>, cuda_type<Out>, compute, beta != 0.0f};
-        run_product(s.products, {shape, A, B, C});
+        STATETRACK_BLAS(cublasGemmEx(s.blas, ta, tb, int(m), int(n), int(k), &alpha, A, cuda_type<In>, int(lda), B,
+                                     cuda_type<In>, int(ldb), &beta, C, cuda_type<Out>, int(ldc), compute,
+                                     CUBLAS_GEMM_DEFAULT));
     }
     // Y[rows][out] (+)= X[rows][in] W^T
     template <class In, class Out>
@@ -530,20 +534,16 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
     CudaSessionState& s = on_device(session);
     const std::size_t total = session.layout.total;
     STATETRACK_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
-    Products& products = s.products;
-    STATETRACK_BLAS(cublasCreate(&products.blas));
-    STATETRACK_BLAS(cublasSetStream(products.blas, s.stream));
-    products.stream = s.stream;
-    products.tune = options.tune_products != ProductTuning::off;
-    products.lt_only = options.tune_products == ProductTuning::cublaslt;
-    products.workspace = device_alloc<char>(s, blas_workspace_bytes), products.workspace_bytes = blas_workspace_bytes;
-    STATETRACK_BLAS(cublasSetWorkspace(products.blas, products.workspace, blas_workspace_bytes));
+    STATETRACK_BLAS(cublasCreate(&s.blas));
+    STATETRACK_BLAS(cublasSetStream(s.blas, s.stream));
+    s.blas_workspace = device_alloc<char>(s, blas_workspace_bytes);
+    STATETRACK_BLAS(cublasSetWorkspace(s.blas, s.blas_workspace, blas_workspace_bytes));
     if (options.matmul == MatmulPrecision::fp32) {
         s.compute = CUBLAS_COMPUTE_32F_PEDANTIC;
-        STATETRACK_BLAS(cublasSetMathMode(products.blas, CUBLAS_PEDANTIC_MATH));
+        STATETRACK_BLAS(cublasSetMathMode(s.blas, CUBLAS_PEDANTIC_MATH));
     } else {
         s.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-        STATETRACK_BLAS(cublasSetMathMode(products.blas, CUBLAS_TF32_TENSOR_OP_MATH));
+        STATETRACK_BLAS(cublasSetMathMode(s.blas, CUBLAS_TF32_TENSOR_OP_MATH));
     }
     s.params = device_alloc<float>(s, total), s.grads = device_alloc<float>(s, total);
     if (options.matmul == MatmulPrecision::bf16) s.params16 = device_alloc<bf16>(s, total);
@@ -641,11 +641,6 @@ CudaStepResult cuda_train_step(CudaSession& session, const Batch& batch, const A
         return finish(s, batch);
     }
     const auto shape = std::make_pair(p.B, p.T);
-    // Tuned products are timed outside a graph: a shape's first step runs eagerly, the next is captured.
-    if (s.products.tune && s.run_eagerly.insert(shape).second) {
-        enqueue_step();
-        return finish(s, batch);
-    }
     auto found = s.graphs.find(shape);
     if (found == s.graphs.end()) {
         cudaGraph_t graph = nullptr;
@@ -666,16 +661,6 @@ CudaStepResult cuda_train_step(CudaSession& session, const Batch& batch, const A
     }
     STATETRACK_CUDA(cudaGraphLaunch(found->second.exec, s.stream));
     return finish(s, batch);
-}
-
-std::vector<CudaProductTiming> cuda_product_timings(const CudaSession& session) {
-    std::vector<CudaProductTiming> out;
-    if (!session.state) return out;
-    for (const ProductTiming& t : product_timings(session.state->products))
-        out.push_back({t.shape.m, t.shape.n, t.shape.k, t.shape.in == CUDA_R_16BF ? "bf16" : "fp32",
-                       t.uses_lt ? "cublasLt" : "cublas default", t.why, t.shape.accumulate, t.default_us, t.best_us,
-                       t.candidates});
-    return out;
 }
 
 std::size_t cuda_session_bytes(const CudaSession& session) { return session.state ? session.state->bytes : 0; }

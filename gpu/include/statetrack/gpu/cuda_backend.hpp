@@ -33,19 +33,11 @@ bool cuda_available(std::string* why = nullptr);
 // "NVIDIA H100 80GB HBM3, 132 SMs, 79.1 GiB" (empty when unavailable).
 std::string cuda_device_description();
 
-// Which algorithm runs each matrix product. `off`: cuBLAS's default. `fastest`: cuBLAS's default
-// and cublasLt's candidates are timed once per product shape (the first step of each batch shape
-// then runs outside a graph) and the fastest is kept; the choice follows timings, so two runs may
-// use different algorithms and differ in the last bits. `cublaslt`: the fastest cublasLt candidate
-// even where cuBLAS's default is faster (tests: it makes sure the cublasLt path runs).
-enum class ProductTuning { off, fastest, cublaslt };
-
 struct CudaOptions {
     MatmulPrecision matmul = MatmulPrecision::tf32;
     bool graphs = true;  // capture each training-step shape once and replay it
     bool poison = false; // tests: fill the workspace and gradients with NaN before every call
     int device = 0;      // the GPU (cudaSetDevice) every call of the session runs on
-    ProductTuning tune_products = ProductTuning::off;
 };
 
 // Head dimensions with a register-resident recurrence kernel (d_model / heads must be one of these).
@@ -98,19 +90,6 @@ CudaStepResult cuda_adamw_step(CudaSession& session, const AdamWOptions& options
 // batch shape when options.graphs).
 CudaStepResult cuda_train_step(CudaSession& session, const Batch& batch, const AdamWOptions& options,
                                std::size_t step, double lr);
-
-// One matrix product shape as tuning found it (cuBLAS's column-major m x n x k; operands "fp32" or
-// "bf16"): microseconds per product with cuBLAS's default and with the fastest candidate, how many
-// cublasLt algorithms were timed, and what runs now ("cublas default" or "cublasLt"); `note` says
-// why a shape was not tuned. Empty unless options.tune_products.
-struct CudaProductTiming {
-    int m = 0, n = 0, k = 0;
-    std::string operands, choice, note;
-    bool accumulate = false;
-    double default_us = 0, best_us = 0;
-    int candidates = 0;
-};
-std::vector<CudaProductTiming> cuda_product_timings(const CudaSession& session);
 
 // Bytes of device memory the session's own allocations hold.
 std::size_t cuda_session_bytes(const CudaSession& session);

@@ -37,9 +37,6 @@ struct TrainOptions {
     Device device = Device::cpu;
     MatmulPrecision matmul = MatmulPrecision::tf32;  // CUDA only
     int cuda_device = 0;  // which GPU (CUDA only; a placement, not a setting: not stored, not compared on resume)
-    // CUDA only: time the matrix products' algorithms and keep the fastest (CudaOptions::tune_products).
-    // Speed only, like cuda_device not stored; a run with it is not bit-reproducible.
-    bool tune_products = false;
     std::string out_dir;
     bool resume = false;
     std::size_t stop_at = 0;  // stop (with a checkpoint) after this step, e.g. to fit a job's time limit; 0 = steps
