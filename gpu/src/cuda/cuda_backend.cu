@@ -518,11 +518,21 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
                          "the CUDA backend needs d_model / heads in 4, 8, 16, 32 (got " + std::to_string(config.head_dim()) + ")");
     if (config.conv_kernel > 8)
         throw InputError("--conv", std::to_string(config.conv_kernel), "the CUDA backend's convolutions take at most 8 taps");
-    // the recurrences stage (1 + 2 factors) columns per lane in shared memory (recurrences.cu)
-    if (config.mixer != Mixer::lstm && config.conv_kernel > 4 && config.factors > 8)
-        throw InputError("--conv", std::to_string(config.conv_kernel),
-                         "the CUDA backend takes more than 4 conv taps only with at most 8 factors (got " +
-                             std::to_string(config.factors) + ")");
+    // The recurrences stage their conv'd columns (1 + 2 factors per lane; mamba 3) in shared memory,
+    // 4 or 8 taps' worth (recurrences.cu): an H100 takes every deltaproduct:N with up to 4 taps and
+    // N <= 8 with up to 8; a GPU with less shared memory per block takes less.
+    if (config.mixer != Mixer::lstm) {
+        const std::size_t slots = config.mixer == Mixer::mamba ? 3 : 1 + 2 * config.factors;
+        const std::size_t need = recurrence_shared_bytes(slots, config.conv_kernel);
+        int limit = 0;
+        STATETRACK_CUDA(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, options.device));
+        if (need > std::size_t(limit))
+            throw InputError("--conv", std::to_string(config.conv_kernel),
+                             "the CUDA recurrence kernels of " + model_name(config) + " with " +
+                                 std::to_string(config.conv_kernel) + " conv taps need " + std::to_string(need) +
+                                 " bytes of shared memory per block; this GPU allows " + std::to_string(limit) +
+                                 " (fewer factors, or at most 4 taps, need less)");
+    }
     if (options.matmul == MatmulPrecision::bf16 &&
         (config.d_model % 4 || config.d_model > 512 || config.mlp_width() % 4))
         throw InputError("--matmul", "bf16",

@@ -591,6 +591,11 @@ struct ConvLaunch {
 
 }  // namespace
 
+std::size_t recurrence_shared_bytes(std::size_t slots, std::size_t K) {
+    const ConvLaunch backward{nullptr, nullptr, 0, K, slots, true};
+    return backward.bytes() + block_threads * sizeof(float);  // + place()'s broadcast slots
+}
+
 void delta_forward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
                    float* final, cudaStream_t stream) {
     const std::size_t slots = 1 + 2 * s.F;
