@@ -8,7 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <sstream>
+#include <string>
+#include <vector>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -52,10 +53,19 @@ std::string read_text_file(const std::string& path) {
         throw LimitError(path, "", fmt::format("file of {} bytes exceeds the limit of {} bytes", size, max_input_file_bytes));
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(path, "", fmt::format("cannot open: {}", std::strerror(errno)));
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
+    // Counted while reading too: a device or a pipe (/dev/zero behind a link named x.json) has no
+    // size to check first, and would otherwise be read until memory runs out.
+    std::string text;
+    if (!ec) text.reserve(size);
+    std::vector<char> chunk(std::size_t(1) << 16);
+    while (in.read(chunk.data(), std::streamsize(chunk.size())) || in.gcount() > 0) {
+        text.append(chunk.data(), std::size_t(in.gcount()));
+        if (text.size() > max_input_file_bytes)
+            throw LimitError(path, "", fmt::format("input of more than {} bytes (not a regular file?) exceeds the limit of {} bytes",
+                                                   max_input_file_bytes, max_input_file_bytes));
+    }
     if (in.bad()) throw InputError(path, "", "read error");
-    return buffer.str();
+    return text;
 }
 
 void write_file_atomically(const std::string& path, const std::string& contents) {

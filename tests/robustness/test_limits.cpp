@@ -56,6 +56,20 @@ TEST(Limits, InputFileSize) {
     fs::remove(path);
 }
 
+// A file without a size (a device, a pipe) is counted while it is read: /dev/zero behind a link
+// named like a DFA file stops at the limit instead of filling memory.
+TEST(Limits, InputWithoutASizeStopsAtTheLimit) {
+    if (!fs::exists("/dev/zero")) GTEST_SKIP() << "no /dev/zero";
+    const fs::path link = fs::temp_directory_path() / ("statetrack-zero-" + std::to_string(::getpid()) + ".json");
+    fs::remove(link);
+    fs::create_symlink("/dev/zero", link);
+    const std::string read = outcome([&] { read_text_file(link.string()); });
+    EXPECT_TRUE(is_limit(read)) << read;
+    EXPECT_NE(read.find("not a regular file"), std::string::npos) << read;
+    EXPECT_TRUE(is_limit(outcome([&] { automata::load_dfa(link.string()); })));
+    fs::remove(link);
+}
+
 // A statetrack.dfa/1 document with k letters and n states whose transition rows are missing.
 std::string dfa_without_rows(std::size_t states, std::size_t letters) {
     json alphabet = json::array();
