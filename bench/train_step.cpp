@@ -2,7 +2,8 @@
 // graph) at the paper's sizes: ms/step, tokens/s and device memory; and, with --learn, the wall
 // time for a deltanet to reach scaled accuracy 1.0 on parity at test lengths 40-256.
 //
-//   bench_train_step [--steps N] [--out FILE] [--learn] [--learn-steps N (6000)] [--lr X (1e-2)]
+//   bench_train_step [--steps N] [--out FILE] [--learn | --only-learn] [--learn-steps N (6000)] [--lr X (1e-2)]
+//   bench_train_step --profile     (for ncu: deltanet at T = 40 and 256, three steps each without a graph)
 //
 // Targets (issue 7, one H100): 2-layer deltanet, d_model 128, 4 heads, batch 1024: <= 1.7 ms/step
 // at T = 40 and <= 6 ms/step at T = 256. Without a GPU it says so and exits 0.

@@ -59,7 +59,7 @@ void validate(const ModelConfig& c) {
     if (c.mixer != Mixer::deltaproduct && c.factors != 1) bad("--model", "only deltaproduct has several factors");
     if (c.vocab < 1) bad("--task", "the alphabet is empty");
     if (c.classes < 2) bad("--task", "the task has fewer than two classes (one state, or --target state on a one-state DFA)");
-    if (c.conv_kernel < 1 || c.conv_kernel > 64) bad("--conv", "conv kernel must be 1..64");
+    if (c.conv_kernel < 1 || c.conv_kernel > 64) bad("conv_kernel", "the conv kernel must be 1..64 taps");
     if (c.mlp_width() > 4 * max_d_model) bad("--mlp", "MLP width beyond the limit");
 }
 

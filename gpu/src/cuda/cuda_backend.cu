@@ -517,7 +517,7 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
         throw InputError("--heads", std::to_string(config.heads),
                          "the CUDA backend needs d_model / heads in 4, 8, 16, 32 (got " + std::to_string(config.head_dim()) + ")");
     if (config.conv_kernel > 8)
-        throw InputError("--conv", std::to_string(config.conv_kernel), "the CUDA backend's convolutions take at most 8 taps");
+        throw InputError("conv_kernel", std::to_string(config.conv_kernel), "the CUDA backend's convolutions take at most 8 taps");
     // The recurrences stage their conv'd columns (1 + 2 factors per lane; mamba 3) in shared memory,
     // 4 or 8 taps' worth (recurrences.cu): an H100 takes every deltaproduct:N with up to 4 taps and
     // N <= 8 with up to 8; a GPU with less shared memory per block takes less.
@@ -527,7 +527,7 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
         int limit = 0;
         STATETRACK_CUDA(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, options.device));
         if (need > std::size_t(limit))
-            throw InputError("--conv", std::to_string(config.conv_kernel),
+            throw InputError("conv_kernel", std::to_string(config.conv_kernel),
                              "the CUDA recurrence kernels of " + model_name(config) + " with " +
                                  std::to_string(config.conv_kernel) + " conv taps need " + std::to_string(need) +
                                  " bytes of shared memory per block; this GPU allows " + std::to_string(limit) +

@@ -57,7 +57,9 @@ struct CudaSession {
 };
 
 // Throws InputError when CUDA is unavailable, options.device is not a GPU index, or the
-// configuration has no kernel here (head_dim).
+// configuration has no kernel here: head_dim not in cuda_head_dims, more than 8 conv taps, a
+// recurrence staging that needs more shared memory per block than the GPU has, or --matmul bf16
+// with d_model or the MLP width not a multiple of 4 or d_model over 512.
 CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& options = {});
 
 // Host <-> device copies of the parameter buffer (layout.total values) and the optimizer state.
