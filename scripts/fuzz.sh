@@ -5,7 +5,7 @@
 #     and puts into DIR what a campaign needs on an x86-64 Linux without clang: bin/ (the targets),
 #     lib/ (the shared libraries they need beyond glibc and libstdc++: fmt, GMP, MPFR, MPFI), corpus/
 #     (seeds + regressions) and run.sh (tests/fuzz/campaign.sh): DIR/run.sh SECONDS PROCS OUTDIR.
-# Targets: dfa_json att lrnn word checkpoint. Environment: FUZZ_RUNS=N stops each target after N
+# Targets: dfa_json att lrnn word checkpoint sweep. Environment: FUZZ_RUNS=N stops each target after N
 # inputs instead; FUZZ_PARALLEL=N runs N targets at once (default 1); FUZZ_FORK=N gives each target
 # N processes (libFuzzer -fork, which also goes on after a finding); STATETRACK_FUZZ_DIR picks the
 # build folder (default build-fuzz, configured here with clang); FUZZ_PREBUILT=1 skips the build
@@ -16,7 +16,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${STATETRACK_FUZZ_DIR:-$root/build-fuzz}
-all_targets=(dfa_json att lrnn word checkpoint)
+all_targets=(dfa_json att lrnn word checkpoint sweep)
 
 configure() {
   [ -f "$build/build.ninja" ] && return

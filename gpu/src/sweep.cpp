@@ -213,7 +213,8 @@ void expand_grid(const json& grid, const std::string& grid_pointer, const std::s
 
 void check_keys(const json& object, const std::string& pointer, const std::string& origin, bool top) {
     if (!object.is_object()) throw InputError(origin, pointer.empty() ? "/" : pointer, "expected a JSON object");
-    for (const auto& [name, value] : object.items()) {
+    for (const auto& item : object.items()) {
+        const std::string& name = item.key();  // not a structured binding: clang 14 cannot capture one
         const bool meta = std::find_if(std::begin(meta_keys), std::end(meta_keys), [&](const char* m) { return name == m; }) !=
                           std::end(meta_keys);
         if (find_key(name) || (top && meta)) continue;

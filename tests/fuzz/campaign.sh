@@ -17,7 +17,7 @@ bundle=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 seconds=$1 procs=$2 out=$3
 shift 3
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(dfa_json att lrnn word checkpoint)
+[ ${#targets[@]} -eq 0 ] && targets=(dfa_json att lrnn word checkpoint sweep)
 export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 mkdir -p "$out/logs"
 work=$(mktemp -d "${TMPDIR:-/tmp}/statetrack-fuzz.XXXXXX")

@@ -4,6 +4,7 @@
 // with the normal compiler. The rule for every loader: return a value or throw InputError
 // (LimitError included). Any other exception, a crash, a sanitizer report, a hang or running out
 // of memory is a finding; so is an accepted input that does not survive write -> read -> write.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -13,7 +14,10 @@
 #include "statetrack/automata/dfa.hpp"
 #include "statetrack/automata/error.hpp"
 #include "statetrack/automata/formats.hpp"
+#include <nlohmann/json.hpp>
+
 #include "statetrack/gpu/checkpoint.hpp"
+#include "statetrack/gpu/sweep.hpp"
 #include "statetrack/lrnn/evaluate.hpp"
 #include "statetrack/lrnn/format.hpp"
 
@@ -147,6 +151,48 @@ inline void one_checkpoint(const std::string& bytes) {
         if (gpu::encode_checkpoint(gpu::decode_checkpoint(gpu::encode_checkpoint(c), "reencoded.ckpt")) !=
             gpu::encode_checkpoint(c))
             throw Finding("checkpoint: encode -> decode -> encode differs");
+    });
+}
+
+// A sweep spec multiplies its lists into runs (up to the documented 100,000, docs/sweeps.md), so a
+// few bytes can ask for thousands of runs, each validated: legitimate, but slow per input. A spec
+// whose lists multiply to more runs than this per input byte (plus a constant) is skipped; the
+// limit itself is tested by test_cli_sweep.
+inline constexpr std::size_t sweep_runs_base = 64, sweep_runs_per_byte = 1;
+inline double sweep_runs_asked(const nlohmann::json& spec) {
+    auto lists = [](const nlohmann::json& object) {
+        double product = 1;
+        for (const auto& [key, value] : object.items())
+            if (key != "grid" && value.is_array()) product *= double(std::max<std::size_t>(value.size(), 1));
+        return product;
+    };
+    if (!spec.is_object()) return 0;
+    const double base = lists(spec);
+    const auto grid = spec.find("grid");
+    if (grid == spec.end() || !grid->is_array()) return base;
+    double total = 0;  // an upper bound: a grid entry's list may replace one of the spec's
+    for (const auto& entry : *grid) total += base * (entry.is_object() ? lists(entry) : 1);
+    return total;
+}
+
+// A sweep spec (statetrack.sweep/1, `statetrack sweep SPEC`): parsed, expanded and every run
+// validated. Each run's id is the id of its configuration, each run turns into a train command
+// line, and the spec as recorded (SweepSpec::source, written to the sweep's sweep.json) expands to
+// the same runs.
+inline void one_sweep_spec(const std::string& text) {
+    const nlohmann::json spec = nlohmann::json::parse(text, nullptr, false);
+    if (spec.is_discarded() || sweep_runs_asked(spec) > double(sweep_runs_base + sweep_runs_per_byte * text.size())) return;
+    value_or_input_error([&] {
+        const gpu::SweepSpec parsed = gpu::parse_sweep_spec(spec, "fuzz.json");
+        for (const gpu::SweepRun& run : parsed.runs) {
+            if (gpu::sweep_run_id(run.config) != run.id) throw Finding("sweep: a run's id is not the id of its configuration");
+            gpu::train_arguments(run, "out", "cuda");
+        }
+        const gpu::SweepSpec again = gpu::parse_sweep_spec(parsed.source, "sweep.json");
+        if (again.runs.size() != parsed.runs.size()) throw Finding("sweep: the recorded spec expands to other runs");
+        for (std::size_t i = 0; i < again.runs.size(); ++i)
+            if (again.runs[i].id != parsed.runs[i].id || again.runs[i].config != parsed.runs[i].config)
+                throw Finding("sweep: the recorded spec expands to other runs");
     });
 }
 

@@ -47,6 +47,7 @@ TEST(FuzzCorpus, Att) { EXPECT_GE(replay("att", fuzz::one_att), 10u); }
 TEST(FuzzCorpus, Lrnn) { EXPECT_GE(replay("lrnn", fuzz::one_lrnn), 5u); }
 TEST(FuzzCorpus, Word) { EXPECT_GE(replay("word", fuzz::one_word), 5u); }
 TEST(FuzzCorpus, Checkpoint) { EXPECT_GE(replay("checkpoint", fuzz::one_checkpoint), 3u); }
+TEST(FuzzCorpus, SweepSpec) { EXPECT_GE(replay("sweep", fuzz::one_sweep_spec), 10u); }
 
 TEST(FuzzCorpus, OnlyInputErrorsAreSwallowed) {
     // The replay can fail: an InputError is the documented refusal, anything else escapes.
