@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "statetrack/automata/dfa.hpp"
 #include "statetrack/automata/error.hpp"
 #include "statetrack/automata/formats.hpp"
-#include <nlohmann/json.hpp>
-
 #include "statetrack/gpu/checkpoint.hpp"
 #include "statetrack/gpu/sweep.hpp"
 #include "statetrack/lrnn/evaluate.hpp"
