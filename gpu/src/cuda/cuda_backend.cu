@@ -522,8 +522,8 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
     // 4 or 8 taps' worth (recurrences.cu): an H100 takes every deltaproduct:N with up to 4 taps and
     // N <= 8 with up to 8; a GPU with less shared memory per block takes less.
     if (config.mixer != Mixer::lstm) {
-        const std::size_t slots = config.mixer == Mixer::mamba ? 3 : 1 + 2 * config.factors;
-        const std::size_t need = recurrence_shared_bytes(slots, config.conv_kernel);
+        const std::size_t need = config.mixer == Mixer::mamba ? diagonal_shared_bytes(config.conv_kernel)
+                                                              : delta_shared_bytes(config.factors, config.conv_kernel);
         int limit = 0;
         STATETRACK_CUDA(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, options.device));
         if (need > std::size_t(limit))

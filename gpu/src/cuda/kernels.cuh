@@ -93,9 +93,10 @@ void delta_forward(const DeltaShape& s, const float* pre, const float* conv, con
 void delta_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
                     const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta, cudaStream_t stream);
 
-// Bytes of shared memory per block (static and dynamic) that the recurrence kernels need at most
-// (the backward's) for `slots` conv'd columns per lane (delta rules 1 + 2 F, diagonal 3) and K taps.
-std::size_t recurrence_shared_bytes(std::size_t slots, std::size_t K);
+// Bytes of shared memory per block (static and dynamic) that the recurrence kernels need at most,
+// forward or backward: the delta rules with F factors, the diagonal recurrence, each with K taps.
+std::size_t delta_shared_bytes(std::size_t F, std::size_t K);
+std::size_t diagonal_shared_bytes(std::size_t K);
 
 struct DiagonalShape {
     std::size_t B, T, H, dh;

@@ -150,8 +150,8 @@ __device__ void load_taps(const Conv& cv, std::size_t col, float (&w)[KT]) {
 // tap gradients (KT).
 struct LaneArea {
     float* first;
-    std::size_t length;
-    __device__ float& at(std::size_t slot, std::size_t i) const { return first[(slot * length + i) * block_threads]; }
+    unsigned length;  // 32-bit offsets within the block's shared memory
+    __device__ float& at(unsigned slot, unsigned i) const { return first[(slot * length + i) * block_threads]; }
 };
 // Floats of dynamic shared memory per lane (the launch gives block_threads times this).
 std::size_t staged_floats(std::size_t slots, std::size_t chunk, std::size_t KT, bool backward) {
@@ -166,7 +166,7 @@ std::size_t conv_chunk(std::size_t slots, std::size_t KT) {
 }
 __device__ LaneArea lane_area(std::size_t offset, std::size_t length) {
     extern __shared__ float lane_shared[];
-    return {lane_shared + offset * block_threads + threadIdx.x, length};
+    return {lane_shared + unsigned(offset) * block_threads + threadIdx.x, unsigned(length)};
 }
 // The lane's areas for a chunk of cv.chunk steps over `slots` columns.
 template <int KT>
@@ -265,6 +265,10 @@ __device__ void add_tap_grads(const Conv& cv, const LaneArea& taps, std::size_t 
             atomicAdd(dconv + column(s) * std::size_t(cv.K) + j, taps.at(s, std::size_t(KT - cv.K + j)));
 }
 
+// The staged columns per lane: q, and k and v of each factor; the diagonal recurrence's q, k, v.
+__host__ __device__ constexpr std::size_t delta_slots(std::size_t F) { return 1 + 2 * F; }
+constexpr std::size_t diagonal_slots = 3;
+
 // Where one lane's columns are: slot 0 is q, slot 1 + 2 j is k of factor j, 2 + 2 j is v of factor j.
 struct DeltaLane {
     std::size_t H, h, c, dh, d, Fd, FH;
@@ -293,15 +297,17 @@ __device__ FactorInputs load_factor(const DeltaLane& l, const LaneArea& stage, c
             u_saved ? u_saved[n * l.Fd + l.kv(j)] : 0.0f};
 }
 
-template <int DH, int KT, bool TRAIN>
+// FT: the factor count when known at compile time (1 or 2; 0: s.F), so that the loops over factors
+// and over the staged columns unroll.
+template <int DH, int KT, int FT, bool TRAIN>
 __global__ void __launch_bounds__(block_threads) delta_forward_kernel(DeltaShape s, Conv cv, const float* zbeta,
                                                                       float* o, float* u_out, float* final) {
     const Place p = place<DH>(s.B, s.H);
-    const std::size_t H = s.H, F = s.F, d = H * DH, slots = 1 + 2 * F;
+    const std::size_t H = s.H, F = FT ? FT : s.F, d = H * DH, slots = delta_slots(F);
     const DeltaLane lane = delta_lane<DH>(s, p);
     const ConvAreas<KT> area(cv, slots);
     const LaneArea& stage = area.stage;
-    auto column = [&](std::size_t slot) { return lane.column(slot); };
+    auto column = [lane](std::size_t slot) { return lane.column(slot); };
     float S[DH], kb[DH];
 #pragma unroll
     for (int r = 0; r < DH; ++r) S[r] = 0;
@@ -350,18 +356,18 @@ __global__ void __launch_bounds__(block_threads) delta_forward_kernel(DeltaShape
 // backward at 168 registers and latency-bound). The value-side vectors (g, u, du) are broadcast.
 // Lane r's columns are q_r, k_{j,r} and v_{j,r}: the stage entry of each, read as a conv sum z,
 // is replaced by the gradient of z once the step is done.
-template <int DH, int KT>
+template <int DH, int KT, int FT>
 __global__ void __launch_bounds__(block_threads, 3) delta_backward_kernel(DeltaShape s, Conv cv, const float* zbeta,
                                                                        const float* u_saved, const float* final,
                                                                        const float* dO, float* dpre, float* dconv,
                                                                        float* dzbeta) {
     const Place p = place<DH>(s.B, s.H);
-    const std::size_t H = s.H, F = s.F, d = H * DH, slots = 1 + 2 * F;
+    const std::size_t H = s.H, F = FT ? FT : s.F, d = H * DH, slots = delta_slots(F);
     const DeltaLane lane = delta_lane<DH>(s, p);
     const ConvAreas<KT> area(cv, slots);
     const LaneArea& stage = area.stage;
     zero_carry_and_taps(area, slots);
-    auto column = [&](std::size_t slot) { return lane.column(slot); };
+    auto column = [lane](std::size_t slot) { return lane.column(slot); };
     float S[DH], dS[DH], w[DH], vb[DH];
     load_row<DH>(final + ((p.b * H + p.h) * DH + std::size_t(p.c)) * DH, S);
 #pragma unroll
@@ -444,9 +450,9 @@ __global__ void __launch_bounds__(block_threads) diagonal_forward_kernel(Diagona
                                                                          float* states) {
     const Place p = place<DH>(s.B, s.H);
     const std::size_t H = s.H, d = H * DH, ch = p.h * DH + p.c;
-    const ConvAreas<KT> area(cv, 3);
+    const ConvAreas<KT> area(cv, diagonal_slots);
     const LaneArea& stage = area.stage;
-    auto column = [&](std::size_t slot) { return slot * d + ch; };
+    auto column = [d, ch](std::size_t slot) { return slot * d + ch; };
     float S[DH], ab[DH], kb[DH];
 #pragma unroll
     for (int r = 0; r < DH; ++r) S[r] = 0;
@@ -454,7 +460,7 @@ __global__ void __launch_bounds__(block_threads) diagonal_forward_kernel(Diagona
     const std::size_t n0 = p.b * s.T;
     for (std::size_t t0 = 0; t0 < s.T; t0 += cv.chunk) {
         const std::size_t t1 = min(s.T, t0 + cv.chunk);
-        stage_conv<KT>(cv, area, 3, column, n0, t0, t1);
+        stage_conv<KT>(cv, area, diagonal_slots, column, n0, t0, t1);
         for (std::size_t t = t0; t < t1; ++t) {
             const std::size_t n = n0 + t, i = t - t0;
             const float a = diagonal_gate(zdt[n * d + ch], wlog, s.signed_range).a;  // lane c holds a[c] (key index c)
@@ -486,10 +492,10 @@ __global__ void __launch_bounds__(block_threads) diagonal_backward_kernel(Diagon
                                                                           float* dzdt, float* ddecay_log) {
     const Place p = place<DH>(s.B, s.H);
     const std::size_t H = s.H, d = H * DH, ch = p.h * DH + p.c;
-    const ConvAreas<KT> area(cv, 3);
+    const ConvAreas<KT> area(cv, diagonal_slots);
     const LaneArea& stage = area.stage;
-    zero_carry_and_taps(area, 3);
-    auto column = [&](std::size_t slot) { return slot * d + ch; };
+    zero_carry_and_taps(area, diagonal_slots);
+    auto column = [d, ch](std::size_t slot) { return slot * d + ch; };
     float dS[DH], w[DH], kb[DH];
 #pragma unroll
     for (int r = 0; r < DH; ++r) dS[r] = 0;
@@ -498,7 +504,7 @@ __global__ void __launch_bounds__(block_threads) diagonal_backward_kernel(Diagon
     const std::size_t n0 = p.b * s.T;
     for (std::size_t t1 = s.T; t1 > 0;) {
         const std::size_t t0 = t1 > cv.chunk ? t1 - cv.chunk : 0;
-        stage_conv<KT>(cv, area, 3, column, n0, t0, t1);
+        stage_conv<KT>(cv, area, diagonal_slots, column, n0, t0, t1);
         for (std::size_t t = t1; t-- > t0;) {
             const std::size_t n = n0 + t, i = t - t0;
             const float z = zdt[n * d + ch];
@@ -533,12 +539,12 @@ __global__ void __launch_bounds__(block_threads) diagonal_backward_kernel(Diagon
             stage.at(0, i) = dq * silu_gradf(zq), stage.at(1, i) = dk * silu_gradf(zk), stage.at(2, i) = dv * silu_gradf(zv);
             if (p.valid) dzdt[n * d + ch] = -common * gate.ew * sigmoidf(z);
         }
-        conv_backward_chunk<KT>(cv, area, 3, column, n0, t0, t1, dpre, p.valid);
+        conv_backward_chunk<KT>(cv, area, diagonal_slots, column, n0, t0, t1, dpre, p.valid);
         t1 = t0;
     }
     if (p.valid) {
         atomicAdd(&ddecay_log[ch], dwlog);
-        add_tap_grads<KT>(cv, area.taps, 3, column, dconv);
+        add_tap_grads<KT>(cv, area.taps, diagonal_slots, column, dconv);
     }
 }
 
@@ -589,36 +595,46 @@ struct ConvLaunch {
     std::size_t bytes() const { return staged_floats(slots, conv_chunk(slots, KT()), KT(), backward) * block_threads * sizeof(float); }
 };
 
-}  // namespace
-
+// The backward stages the most (carry and tap gradients), plus place()'s broadcast slots.
 std::size_t recurrence_shared_bytes(std::size_t slots, std::size_t K) {
     const ConvLaunch backward{nullptr, nullptr, 0, K, slots, true};
-    return backward.bytes() + block_threads * sizeof(float);  // + place()'s broadcast slots
+    return backward.bytes() + block_threads * sizeof(float);
 }
+
+}  // namespace
+
+std::size_t delta_shared_bytes(std::size_t F, std::size_t K) { return recurrence_shared_bytes(delta_slots(F), K); }
+std::size_t diagonal_shared_bytes(std::size_t K) { return recurrence_shared_bytes(diagonal_slots, K); }
 
 void delta_forward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
                    float* final, cudaStream_t stream) {
-    const std::size_t slots = 1 + 2 * s.F;
+    const std::size_t slots = delta_slots(s.F);
     const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.K, slots, false};
     launch_groups("delta_forward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
                   [&](auto dh, auto kt) {
                       constexpr int DH = decltype(dh)::value, KT = decltype(kt)::value;
-                      return u ? delta_forward_kernel<DH, KT, true> : delta_forward_kernel<DH, KT, false>;
+                      if (s.F == 1) return u ? delta_forward_kernel<DH, KT, 1, true> : delta_forward_kernel<DH, KT, 1, false>;
+                      if (s.F == 2) return u ? delta_forward_kernel<DH, KT, 2, true> : delta_forward_kernel<DH, KT, 2, false>;
+                      return u ? delta_forward_kernel<DH, KT, 0, true> : delta_forward_kernel<DH, KT, 0, false>;
                   }, s, cl.conv(), zbeta, o, u, final);
 }
 
 void delta_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
                     const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta, cudaStream_t stream) {
-    const std::size_t slots = 1 + 2 * s.F;
+    const std::size_t slots = delta_slots(s.F);
     const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.K, slots, true};
     launch_groups("delta_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
-                  [](auto dh, auto kt) { return delta_backward_kernel<decltype(dh)::value, decltype(kt)::value>; }, s,
-                  cl.conv(), zbeta, u, final, dO, dpre, dconv, dzbeta);
+                  [&](auto dh, auto kt) {
+                      constexpr int DH = decltype(dh)::value, KT = decltype(kt)::value;
+                      if (s.F == 1) return delta_backward_kernel<DH, KT, 1>;
+                      if (s.F == 2) return delta_backward_kernel<DH, KT, 2>;
+                      return delta_backward_kernel<DH, KT, 0>;
+                  }, s, cl.conv(), zbeta, u, final, dO, dpre, dconv, dzbeta);
 }
 
 void diagonal_forward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
                       const float* decay_log, float* o, float* states, cudaStream_t stream) {
-    const ConvLaunch cl{pre, conv, 3 * s.H * s.dh, s.K, 3, false};
+    const ConvLaunch cl{pre, conv, diagonal_slots * s.H * s.dh, s.K, diagonal_slots, false};
     launch_groups("diagonal_forward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
                   [&](auto dh, auto kt) {
                       constexpr int DH = decltype(dh)::value, KT = decltype(kt)::value;
@@ -629,7 +645,7 @@ void diagonal_forward(const DiagonalShape& s, const float* pre, const float* con
 void diagonal_backward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
                        const float* decay_log, const float* states, const float* dO, float* dpre, float* dconv,
                        float* dzdt, float* ddecay_log, cudaStream_t stream) {
-    const ConvLaunch cl{pre, conv, 3 * s.H * s.dh, s.K, 3, true};
+    const ConvLaunch cl{pre, conv, diagonal_slots * s.H * s.dh, s.K, diagonal_slots, true};
     launch_groups("diagonal_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
                   [](auto dh, auto kt) { return diagonal_backward_kernel<decltype(dh)::value, decltype(kt)::value>; }, s,
                   cl.conv(), zdt, decay_log, states, dO, dpre, dconv, dzdt, ddecay_log);
