@@ -50,6 +50,7 @@ struct Plan {
     std::size_t dx, dxn, s1, s2, dz, dh_next, dc_next;
     std::size_t dx16;  // bf16 copy of dx, the MLP backward's operand (mlp16 only)
     std::size_t tokens, targets;  // int32 arrays, stored in float-sized slots
+    std::size_t partials;         // the fixed-order sums' scratch (kernels.cuh), shared by every sum
     std::size_t total = 0;
 };
 
@@ -95,6 +96,15 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
         p.dh_next = take(B * d), p.dc_next = take(B * d);
         if (mlp16) p.dx16 = take((N * d + 1) / 2);
     }
+    // the largest partial sums of any reduction of the step (they run one after the other)
+    std::size_t partials = step_results_partials();
+    if (training) {
+        partials = std::max({partials, embed_backward_partials(N, d, c.vocab), rmsnorm_backward_partials(N, d),
+                             column_sums_partials(N, std::max(p.C, 4 * d))});
+        if (mamba) partials = std::max(partials, diagonal_backward_partials({B, T, p.H, p.dh, p.K, false}));
+        else if (!lstm) partials = std::max(partials, delta_backward_partials({B, T, p.H, p.dh, p.F, p.K, 1.0f}));
+    }
+    p.partials = take(partials);
     return p;
 }
 
@@ -276,9 +286,11 @@ void backward_pass(CudaSession& session, const Plan& p) {
     // head and final norm
     blas.input_grad(ws + p.dlogits, p.C, W + L.head, dxn, d, N, d, p.C, false);
     blas.weight_grad(ws + p.xnf, d, ws + p.dlogits, p.C, G + L.head, N, d, p.C);
-    column_sums(ws + p.dlogits, G + L.head_bias, N, p.C, st);
+    float* partials = ws + p.partials;
+    column_sums(ws + p.dlogits, G + L.head_bias, N, p.C, partials, st);
     bf16* dx16 = p.mlp16 ? as16(ws + p.dx16) : nullptr;  // dx in bf16 for the MLP's products
-    rmsnorm_backward(ws + p.x[c.layers], W + L.norm_f, ws + p.rf, dxn, dx, G + L.norm_f, N, d, d, false, st, dx16);
+    rmsnorm_backward(ws + p.x[c.layers], W + L.norm_f, ws + p.rf, dxn, dx, G + L.norm_f, N, d, d, false, partials, st,
+                     dx16);
     for (std::size_t l = c.layers; l-- > 0;) {
         const LayerSlots& sl = L.layers[l];
         const LayerActs& a = p.layers[l];
@@ -300,7 +312,7 @@ void backward_pass(CudaSession& session, const Plan& p) {
             blas.input_grad(dgu, 2 * p.m, W + sl.wgate, dxn, d, N, d, 2 * p.m, false);
             blas.weight_grad(ws + a.xn2, d, dgu, 2 * p.m, G + sl.wgate, N, d, 2 * p.m);
         }
-        rmsnorm_backward(ws + a.x_mid, W + sl.norm2, ws + a.r2, dxn, dx, G + sl.norm2, N, d, d, true, st);
+        rmsnorm_backward(ws + a.x_mid, W + sl.norm2, ws + a.r2, dxn, dx, G + sl.norm2, N, d, d, true, partials, st);
         // mixer
         if (c.mixer == Mixer::lstm) {
             float* dH = ws + p.s1;
@@ -317,7 +329,7 @@ void backward_pass(CudaSession& session, const Plan& p) {
             blas.weight_grad(ws + a.hprev, d, dZ, 4 * d, G + sl.lstm_wh, N, d, 4 * d);
             blas.input_grad(dZ, 4 * d, W + sl.lstm_wx, dxn, d, N, d, 4 * d, false);
             blas.weight_grad(ws + a.xn1, d, dZ, 4 * d, G + sl.lstm_wx, N, d, 4 * d);
-            column_sums(dZ, G + sl.lstm_bias, N, 4 * d, st);
+            column_sums(dZ, G + sl.lstm_bias, N, 4 * d, partials, st);
         } else {
             float* dOn = ws + p.s1;
             float* dO = ws + p.s2;
@@ -325,18 +337,18 @@ void backward_pass(CudaSession& session, const Plan& p) {
             float* dz = ws + p.dz;
             blas.input_grad(dx, d, W + sl.wo, dOn, d, N, d, d, false);
             blas.weight_grad(ws + a.on, d, dx, d, G + sl.wo, N, d, d);
-            rmsnorm_backward(ws + a.o, W + sl.onorm, ws + a.ro, dOn, dO, G + sl.onorm, N, d, p.dh, false, st);
+            rmsnorm_backward(ws + a.o, W + sl.onorm, ws + a.ro, dOn, dO, G + sl.onorm, N, d, p.dh, false, partials, st);
             if (c.mixer == Mixer::mamba) {
                 const DiagonalShape shape{p.B, p.T, p.H, p.dh, p.K, c.eig == EigRange::signed_unit};
                 diagonal_backward(shape, ws + a.pre, W + sl.conv_q, ws + a.zg, W + sl.decay_log, ws + a.saved, dO, dpre,
-                                  G + sl.conv_q, dz, G + sl.decay_log, st);
+                                  G + sl.conv_q, dz, G + sl.decay_log, partials, st);
                 blas.input_grad(dz, d, W + sl.wdt, dxn, d, N, d, d, false);
                 blas.weight_grad(ws + a.xn1, d, dz, d, G + sl.wdt, N, d, d);
-                column_sums(dz, G + sl.bdt, N, d, st);
+                column_sums(dz, G + sl.bdt, N, d, partials, st);
             } else {
                 const DeltaShape shape{p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale())};
                 delta_backward(shape, ws + a.pre, W + sl.conv_q, ws + a.zg, ws + a.saved, ws + a.final, dO, dpre,
-                               G + sl.conv_q, dz, st);
+                               G + sl.conv_q, dz, partials, st);
                 blas.input_grad(dz, p.gw, W + sl.wbeta, dxn, d, N, d, p.gw, false);
                 blas.weight_grad(ws + a.xn1, d, dz, p.gw, G + sl.wbeta, N, d, p.gw);
             }
@@ -344,10 +356,10 @@ void backward_pass(CudaSession& session, const Plan& p) {
             blas.weight_grad(ws + a.xn1, d, dpre, p.qkv, G + sl.wq, N, d, p.qkv);
         }
         // the dx of the layer below (its MLP's operand); the first layer's goes to the embedding only
-        rmsnorm_backward(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, N, d, d, true, st,
+        rmsnorm_backward(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, N, d, d, true, partials, st,
                          l > 0 ? dx16 : nullptr);
     }
-    embed_backward(reinterpret_cast<const std::int32_t*>(ws + p.tokens), dx, G + L.embed, N, d, c.vocab, st);
+    embed_backward(reinterpret_cast<const std::int32_t*>(ws + p.tokens), dx, G + L.embed, N, d, c.vocab, partials, st);
 }
 
 // Makes the workspace hold `p`; a move of the buffer invalidates every captured graph.
@@ -414,9 +426,9 @@ void enqueue_loss_and_gradient(CudaSession& session, const Plan& p) {
     enqueue_upload(s, p);
     forward_pass(session, p);
     cross_entropy(s.work + p.logits, reinterpret_cast<const std::int32_t*>(s.work + p.targets), s.work + p.dlogits,
-                  s.params_device, s.results_device, p.N, p.C, s.stream);
+                  s.params_device, s.results_device, p.N, p.C, s.work + p.partials, s.stream);
     backward_pass(session, p);
-    gradient_square_sum(s.grads, s.results_device, session.layout.total, s.stream);
+    gradient_square_sum(s.grads, s.results_device, session.layout.total, s.work + p.partials, s.stream);
 }
 void enqueue_adamw(CudaSession& session) {
     CudaSessionState& s = *session.state;

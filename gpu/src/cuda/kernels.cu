@@ -47,6 +47,37 @@ __device__ double block_sum(double x) {
     return x;
 }
 
+// ---- Fixed-order sums. A kernel that sums over blocks (or words) writes one partial sum per block
+// to `partials`, and the kernels below add those in block order: atomic adds would add them in the
+// order the blocks finish, so two runs of one step (or a graph replay and the same calls one by one)
+// differed in the last bits and their trajectories drifted apart. One warp of a block sums every
+// partial_warps-th part of 32 columns; the warps' sums are added in warp order.
+constexpr unsigned partial_warps = 8;
+__global__ void add_partial_sums_kernel(const float* __restrict__ partials, std::size_t parts, std::size_t width,
+                                        float* __restrict__ out) {
+    __shared__ float sums[partial_warps][32];
+    const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const std::size_t i = std::size_t(blockIdx.x) * 32 + lane;
+    float acc = 0;
+    if (i < width)
+        for (std::size_t part = warp; part < parts; part += partial_warps) acc += partials[part * width + i];
+    sums[warp][lane] = acc;
+    __syncthreads();
+    if (warp == 0 && i < width) {
+        float sum = sums[0][lane];
+        for (unsigned w = 1; w < partial_warps; ++w) sum += sums[w][lane];
+        out[i] += sum;
+    }
+}
+// *out += the sum of count doubles, by one warp (lane l takes every 32nd from l; the shuffle tree
+// is the same every time).
+__global__ void add_double_sum_kernel(const double* __restrict__ partials, std::size_t count, double* out) {
+    double acc = 0;
+    for (std::size_t i = threadIdx.x; i < count; i += 32) acc += partials[i];
+    acc = warp_sum(acc);
+    if (threadIdx.x == 0) *out += acc;
+}
+
 __global__ void embed_forward_kernel(const std::int32_t* tokens, const float* table, float* x, std::size_t rows,
                                      std::size_t d) {
     const std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -55,25 +86,25 @@ __global__ void embed_forward_kernel(const std::int32_t* tokens, const float* ta
     x[i] = table[std::size_t(tokens[n]) * d + c];
 }
 
-// One block per chunk of rows; the (small) table gradient accumulates in shared memory first. Each
-// thread owns whole columns c, so its shared-memory adds need no atomics (with 2 letters, atomics
-// from every thread to 2 x d addresses made this 3% of a training step, 144 GB/s).
-__global__ void embed_backward_shared_kernel(const std::int32_t* tokens, const float* dx, float* dtable,
-                                             std::size_t rows, std::size_t d, std::size_t vocab, std::size_t chunk) {
+// Block (x, y) sums the rows of chunk x for the letters of slice y (as many as fit in 32 KiB of
+// shared memory) into its partial table gradient. Each thread owns whole columns c, so its
+// shared-memory adds need no atomics (with 2 letters, atomics from every thread to 2 x d addresses
+// made this 3% of a training step, 144 GB/s).
+__global__ void embed_backward_kernel(const std::int32_t* tokens, const float* dx, float* partials, std::size_t rows,
+                                      std::size_t d, std::size_t vocab, std::size_t chunk, std::size_t slice) {
     extern __shared__ float acc[];
-    for (std::size_t i = threadIdx.x; i < vocab * d; i += blockDim.x) acc[i] = 0;
+    const std::size_t v0 = std::size_t(blockIdx.y) * slice, v1 = min(vocab, v0 + slice), width = (v1 - v0) * d;
+    for (std::size_t i = threadIdx.x; i < width; i += blockDim.x) acc[i] = 0;
     __syncthreads();
     const std::size_t begin = std::size_t(blockIdx.x) * chunk, end = min(rows, begin + chunk);
     for (std::size_t c = threadIdx.x; c < d; c += blockDim.x)
-        for (std::size_t n = begin; n < end; ++n) acc[std::size_t(tokens[n]) * d + c] += dx[n * d + c];
+        for (std::size_t n = begin; n < end; ++n) {
+            const std::size_t t = std::size_t(tokens[n]);
+            if (t >= v0 && t < v1) acc[(t - v0) * d + c] += dx[n * d + c];
+        }
     __syncthreads();
-    for (std::size_t i = threadIdx.x; i < vocab * d; i += blockDim.x) atomicAdd(&dtable[i], acc[i]);
-}
-__global__ void embed_backward_global_kernel(const std::int32_t* tokens, const float* dx, float* dtable,
-                                             std::size_t rows, std::size_t d) {
-    const std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i >= rows * d) return;
-    atomicAdd(&dtable[std::size_t(tokens[i / d]) * d + i % d], dx[i]);
+    float* out = partials + std::size_t(blockIdx.x) * vocab * d + v0 * d;
+    for (std::size_t i = threadIdx.x; i < width; i += blockDim.x) out[i] = acc[i];
 }
 
 // ---- RMSNorm, vectorised: one warp per row, lane l holds the float4 columns 4 (l + 32 k), k < CH
@@ -157,14 +188,14 @@ __global__ void rmsnorm_forward_rows_kernel(const float* __restrict__ x, const f
 }
 
 // dx (+)= r g dy - x r^3 sum(g dy x) / group, and the gain gradient dy x r summed over the block's
-// rows in registers and shared memory: one atomic per column per block (the separate column-sum
+// rows in registers and shared memory into the block's partial sums (the separate column-sum
 // kernel read x and dy a second time). One wave of blocks (as many as fit at once), warps striding
-// over the rows: no tail wave, and few atomics.
+// over the rows: no tail wave, and few partial sums.
 template <int CH>
 __global__ void __launch_bounds__(row_warps * 32, norm_blocks_per_sm)
     rmsnorm_backward_rows_kernel(const float* __restrict__ x, const float* __restrict__ g,
                                  const float* __restrict__ rinv, const float* __restrict__ dy, float* __restrict__ dx,
-                                 bf16* __restrict__ dx16, float* __restrict__ dg, unsigned rows, RowShape s,
+                                 bf16* __restrict__ dx16, float* __restrict__ partials, unsigned rows, RowShape s,
                                  bool accumulate) {
     __shared__ float4 partial[row_warps][32 * CH];
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -220,8 +251,7 @@ __global__ void __launch_bounds__(row_warps * 32, norm_blocks_per_sm)
             const float4 p = partial[w][i];
             sum.x += p.x, sum.y += p.y, sum.z += p.z, sum.w += p.w;
         }
-        atomicAdd(&dg[4 * i], sum.x), atomicAdd(&dg[4 * i + 1], sum.y);
-        atomicAdd(&dg[4 * i + 2], sum.z), atomicAdd(&dg[4 * i + 3], sum.w);
+        store4(partials + (std::size_t(blockIdx.x) * s.quads + i) * 4, sum);
     }
 }
 
@@ -262,27 +292,26 @@ __global__ void rmsnorm_backward_kernel(const float* x, const float* g, const fl
     }
 }
 
-// Column reductions: each block sums `chunk` rows for every column, then one atomic per column.
+// Column reductions: block row y sums `chunk` rows for every column into partial row y.
 // Short chunks: many blocks in flight and short serial chains (256-row chunks measured 6.3 ms/step).
-constexpr std::size_t reduce_chunk = 32;
-
-__global__ void rmsnorm_gain_kernel(const float* x, const float* rinv, const float* dy, float* dg, std::size_t rows,
-                                    std::size_t width, std::size_t group) {
+__global__ void rmsnorm_gain_kernel(const float* x, const float* rinv, const float* dy, float* partials,
+                                    std::size_t rows, std::size_t width, std::size_t group, std::size_t chunk) {
     const std::size_t groups = width / group;
-    const std::size_t begin = std::size_t(blockIdx.y) * reduce_chunk, end = min(rows, begin + reduce_chunk);
+    const std::size_t begin = std::size_t(blockIdx.y) * chunk, end = min(rows, begin + chunk);
     for (std::size_t c = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; c < width; c += std::size_t(gridDim.x) * blockDim.x) {
         float acc = 0;
         for (std::size_t n = begin; n < end; ++n) acc += dy[n * width + c] * x[n * width + c] * rinv[n * groups + c / group];
-        atomicAdd(&dg[c], acc);
+        partials[std::size_t(blockIdx.y) * width + c] = acc;
     }
 }
 
-__global__ void column_sums_kernel(const float* y, float* out, std::size_t rows, std::size_t cols) {
-    const std::size_t begin = std::size_t(blockIdx.y) * reduce_chunk, end = min(rows, begin + reduce_chunk);
+__global__ void column_sums_kernel(const float* y, float* partials, std::size_t rows, std::size_t cols,
+                                   std::size_t chunk) {
+    const std::size_t begin = std::size_t(blockIdx.y) * chunk, end = min(rows, begin + chunk);
     for (std::size_t c = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; c < cols; c += std::size_t(gridDim.x) * blockDim.x) {
         float acc = 0;
         for (std::size_t n = begin; n < end; ++n) acc += y[n * cols + c];
-        atomicAdd(&out[c], acc);
+        partials[std::size_t(blockIdx.y) * cols + c] = acc;
     }
 }
 
@@ -340,9 +369,10 @@ __global__ void to_bf16_kernel(const float* __restrict__ x, bf16* __restrict__ y
         y[i] = __float2bfloat16_rn(x[i]);
 }
 
-// Warp per row, grid-stride; one atomic per block for the loss.
+// Warp per row, grid-stride; the block's loss and correct count go to partials[block] and
+// partials[blocks + block].
 __global__ void cross_entropy_kernel(const float* logits, const std::int32_t* targets, float* dlogits,
-                                     const StepParams* params, StepResults* results, std::size_t rows,
+                                     const StepParams* params, double* partials, std::size_t rows,
                                      std::size_t classes) {
     const unsigned lane = threadIdx.x % 32;
     const std::size_t warps = std::size_t(gridDim.x) * blockDim.x / 32;
@@ -378,15 +408,15 @@ __global__ void cross_entropy_kernel(const float* logits, const std::int32_t* ta
     loss = block_sum(loss);
     __syncthreads();  // block_sum's shared partials are reused
     correct = block_sum(correct);
-    if (threadIdx.x == 0) atomicAdd(&results->loss_sum, loss), atomicAdd(&results->correct, correct);
+    if (threadIdx.x == 0) partials[blockIdx.x] = loss, partials[gridDim.x + blockIdx.x] = correct;
 }
 
-__global__ void square_sum_kernel(const float* g, StepResults* results, std::size_t count) {
+__global__ void square_sum_kernel(const float* g, double* partials, std::size_t count) {
     double acc = 0;
     for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += std::size_t(gridDim.x) * blockDim.x)
         acc += double(g[i]) * double(g[i]);
     acc = block_sum(acc);
-    if (threadIdx.x == 0) atomicAdd(&results->grad_sq, acc);
+    if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
 
 // As adamw_step in optimizer.cpp, with the clipping scale from the norm computed on the device.
@@ -445,8 +475,22 @@ __global__ void lstm_cell_backward_kernel(const float* z, const float* c, const 
     dc_next[i] = dc * gf;
 }
 
-dim3 reduce_grid(std::size_t rows, std::size_t cols) {
-    return dim3(blocks_for(cols), unsigned((rows + reduce_chunk - 1) / reduce_chunk));
+// Partial sums are kept to about 4 M floats (16 MiB) per reduction: rows per chunk at least
+// `shortest`, more where rows / shortest chunks of `width` partials each would exceed that.
+constexpr std::size_t partials_budget = std::size_t(1) << 22;
+std::size_t rows_per_chunk(std::size_t rows, std::size_t width, std::size_t shortest) {
+    return std::max(shortest, (rows * width + partials_budget - 1) / partials_budget);
+}
+std::size_t chunks_of(std::size_t rows, std::size_t chunk) { return (rows + chunk - 1) / chunk; }
+// The column reductions (RMSNorm gains of the general layouts, column sums) take 32-row chunks.
+constexpr std::size_t reduce_chunk = 32;
+dim3 reduce_grid(std::size_t rows, std::size_t cols, std::size_t chunk) {
+    return dim3(blocks_for(cols), unsigned(chunks_of(rows, chunk)));
+}
+// The embedding gradient: chunks of at least 128 rows, letters in slices of 32 KiB of columns.
+constexpr std::size_t embed_chunk = 128;
+std::size_t embed_slice(std::size_t d, std::size_t vocab) {
+    return std::min(vocab, std::max<std::size_t>(1, 32 * 1024 / sizeof(float) / d));
 }
 unsigned persistent_blocks() {
     static const unsigned blocks = [] {
@@ -466,17 +510,27 @@ void embed_forward(const std::int32_t* tokens, const float* table, float* x, std
     launched("embed_forward");
 }
 
+void add_partial_sums(const float* partials, std::size_t parts, std::size_t width, float* out, cudaStream_t stream) {
+    add_partial_sums_kernel<<<blocks_for(width, 32), partial_warps * 32, 0, stream>>>(partials, parts, width, out);
+    launched("add_partial_sums");
+}
+void add_double_sum(const double* partials, std::size_t count, double* out, cudaStream_t stream) {
+    add_double_sum_kernel<<<1, 32, 0, stream>>>(partials, count, out);
+    launched("add_double_sum");
+}
+
+std::size_t embed_backward_partials(std::size_t rows, std::size_t d, std::size_t vocab) {
+    return chunks_of(rows, rows_per_chunk(rows, vocab * d, embed_chunk)) * vocab * d;
+}
 void embed_backward(const std::int32_t* tokens, const float* dx, float* dtable, std::size_t rows, std::size_t d,
-                    std::size_t vocab, cudaStream_t stream) {
-    const std::size_t bytes = vocab * d * sizeof(float);
-    if (bytes <= 32 * 1024) {
-        const std::size_t chunk = 128;
-        embed_backward_shared_kernel<<<unsigned((rows + chunk - 1) / chunk), threads, bytes, stream>>>(
-            tokens, dx, dtable, rows, d, vocab, chunk);
-    } else {
-        embed_backward_global_kernel<<<blocks_for(rows * d), threads, 0, stream>>>(tokens, dx, dtable, rows, d);
-    }
+                    std::size_t vocab, float* partials, cudaStream_t stream) {
+    const std::size_t chunk = rows_per_chunk(rows, vocab * d, embed_chunk), chunks = chunks_of(rows, chunk);
+    const std::size_t slice = embed_slice(d, vocab);
+    const dim3 grid(unsigned(chunks), unsigned(chunks_of(vocab, slice)));
+    embed_backward_kernel<<<grid, threads, slice * d * sizeof(float), stream>>>(tokens, dx, partials, rows, d, vocab,
+                                                                               chunk, slice);
     launched("embed_backward");
+    add_partial_sums(partials, chunks, vocab * d, dtable, stream);
 }
 
 // Blocks of the RMSNorm backward that the device holds at once (its launch bounds guarantee
@@ -539,27 +593,36 @@ void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, floa
     launched("rmsnorm_forward");
 }
 
+std::size_t rmsnorm_backward_partials(std::size_t rows, std::size_t width) {
+    const std::size_t vector = std::size_t(norm_backward_blocks()) * width;
+    return std::max(vector, chunks_of(rows, rows_per_chunk(rows, width, reduce_chunk)) * width);
+}
 void rmsnorm_backward(const float* x, const float* g, const float* rinv, const float* dy, float* dx, float* dg,
-                      std::size_t rows, std::size_t width, std::size_t group, bool accumulate, cudaStream_t stream,
-                      bf16* dx16) {
+                      std::size_t rows, std::size_t width, std::size_t group, bool accumulate, float* partials,
+                      cudaStream_t stream, bf16* dx16) {
     RowShape shape{};
     unsigned chunks = 0;
-    if (vector_rows(rows, width, group, {x, dy, dx, reinterpret_cast<const float*>(dx16)}, shape, chunks)) {
+    if (aligned16(partials) &&
+        vector_rows(rows, width, group, {x, dy, dx, reinterpret_cast<const float*>(dx16)}, shape, chunks)) {
+        const unsigned blocks = std::min(norm_backward_blocks(), unsigned((rows + row_warps - 1) / row_warps));
         with_chunks(chunks, [&](auto ch) {
             constexpr int CH = decltype(ch)::value;
-            const unsigned blocks = std::min(norm_backward_blocks(), unsigned((rows + row_warps - 1) / row_warps));
-            rmsnorm_backward_rows_kernel<CH><<<blocks, row_warps * 32, 0, stream>>>(x, g, rinv, dy, dx, dx16, dg,
+            rmsnorm_backward_rows_kernel<CH><<<blocks, row_warps * 32, 0, stream>>>(x, g, rinv, dy, dx, dx16, partials,
                                                                                    unsigned(rows), shape, accumulate);
         });
         launched("rmsnorm_backward");
+        add_partial_sums(partials, blocks, width, dg, stream);
         return;
     }
     if (dx16) throw std::invalid_argument("rmsnorm_backward: a bf16 copy needs the row kernel's layout");
     rmsnorm_backward_kernel<<<blocks_for(rows * (width / group) * 32), threads, 0, stream>>>(x, g, rinv, dy, dx, rows,
                                                                                             width, group, accumulate);
     launched("rmsnorm_backward");
-    rmsnorm_gain_kernel<<<reduce_grid(rows, width), threads, 0, stream>>>(x, rinv, dy, dg, rows, width, group);
+    const std::size_t chunk = rows_per_chunk(rows, width, reduce_chunk);
+    rmsnorm_gain_kernel<<<reduce_grid(rows, width, chunk), threads, 0, stream>>>(x, rinv, dy, partials, rows, width,
+                                                                                 group, chunk);
     launched("rmsnorm_gain");
+    add_partial_sums(partials, chunks_of(rows, chunk), width, dg, stream);
 }
 
 void add_bias(float* y, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream) {
@@ -567,9 +630,14 @@ void add_bias(float* y, const float* bias, std::size_t rows, std::size_t cols, c
     launched("add_bias");
 }
 
-void column_sums(const float* y, float* out, std::size_t rows, std::size_t cols, cudaStream_t stream) {
-    column_sums_kernel<<<reduce_grid(rows, cols), threads, 0, stream>>>(y, out, rows, cols);
+std::size_t column_sums_partials(std::size_t rows, std::size_t cols) {
+    return chunks_of(rows, rows_per_chunk(rows, cols, reduce_chunk)) * cols;
+}
+void column_sums(const float* y, float* out, std::size_t rows, std::size_t cols, float* partials, cudaStream_t stream) {
+    const std::size_t chunk = rows_per_chunk(rows, cols, reduce_chunk);
+    column_sums_kernel<<<reduce_grid(rows, cols, chunk), threads, 0, stream>>>(y, partials, rows, cols, chunk);
     launched("column_sums");
+    add_partial_sums(partials, chunks_of(rows, chunk), cols, out, stream);
 }
 
 // The vectorised SwiGLU's shape, if m and the arrays allow it.
@@ -622,17 +690,25 @@ void to_bf16(const float* x, bf16* y, std::size_t count, cudaStream_t stream) {
     launched("to_bf16");
 }
 
+// Doubles of partial sums, counted in floats.
+std::size_t step_results_partials() { return 2 * 2 * std::size_t(persistent_blocks()); }
 void cross_entropy(const float* logits, const std::int32_t* targets, float* dlogits, const StepParams* params,
-                   StepResults* results, std::size_t rows, std::size_t classes, cudaStream_t stream) {
+                   StepResults* results, std::size_t rows, std::size_t classes, float* partials, cudaStream_t stream) {
     const unsigned blocks = std::min<unsigned>(persistent_blocks(), std::max(1u, blocks_for(rows * 32)));
-    cross_entropy_kernel<<<blocks, threads, 0, stream>>>(logits, targets, dlogits, params, results, rows, classes);
+    double* parts = reinterpret_cast<double*>(partials);
+    cross_entropy_kernel<<<blocks, threads, 0, stream>>>(logits, targets, dlogits, params, parts, rows, classes);
     launched("cross_entropy");
+    add_double_sum(parts, blocks, &results->loss_sum, stream);
+    add_double_sum(parts + blocks, blocks, &results->correct, stream);
 }
 
-void gradient_square_sum(const float* grads, StepResults* results, std::size_t count, cudaStream_t stream) {
+void gradient_square_sum(const float* grads, StepResults* results, std::size_t count, float* partials,
+                         cudaStream_t stream) {
     const unsigned blocks = std::min<unsigned>(persistent_blocks(), std::max(1u, blocks_for(count)));
-    square_sum_kernel<<<blocks, threads, 0, stream>>>(grads, results, count);
+    double* parts = reinterpret_cast<double*>(partials);
+    square_sum_kernel<<<blocks, threads, 0, stream>>>(grads, parts, count);
     launched("gradient_square_sum");
+    add_double_sum(parts, blocks, &results->grad_sq, stream);
 }
 
 void adamw(const StepParams* params, const StepResults* results, const std::uint8_t* decay_mask, float* w, float* g,

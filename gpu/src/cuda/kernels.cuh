@@ -27,11 +27,20 @@ struct StepResults {
     double loss_sum, grad_sq, correct;  // correct: labelled positions whose first argmax is the target
 };
 
+// ---- Sums over blocks in a fixed order. Every launcher below that sums over rows or words (gains,
+// biases, the embedding, the taps, the loss, the gradient norm) does not add atomically: its kernel
+// writes one partial sum per block into `partials` (scratch of at least the launcher's *_partials()
+// floats, 16-byte aligned), and add_partial_sums adds them in block order, so that the same step
+// gives the same bits in every run. Launches on one stream, so all of them may share one scratch.
+// out[i] += sum over p < parts of partials[p * width + i].
+void add_partial_sums(const float* partials, std::size_t parts, std::size_t width, float* out, cudaStream_t stream);
+
 void embed_forward(const std::int32_t* tokens, const float* table, float* x, std::size_t rows, std::size_t d,
                    cudaStream_t stream);
 // dtable[token[n]] += dx[n] for every row.
 void embed_backward(const std::int32_t* tokens, const float* dx, float* dtable, std::size_t rows, std::size_t d,
-                    std::size_t vocab, cudaStream_t stream);
+                    std::size_t vocab, float* partials, cudaStream_t stream);
+std::size_t embed_backward_partials(std::size_t rows, std::size_t d, std::size_t vocab);
 
 // y = g * x * r per group of `group` columns, r = 1 / sqrt(mean(x^2) + eps); `copy` (optional)
 // receives x unchanged (it starts the residual sum of the sublayer). With y16, y is written there
@@ -41,12 +50,14 @@ void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, floa
 // dx (+)= r g dy - x r^3 sum(g dy x) / group (accumulate or overwrite); dg += sum_n dy x r. dx16
 // (optional, vectorised layouts only) receives a bf16 copy of the new dx.
 void rmsnorm_backward(const float* x, const float* g, const float* rinv, const float* dy, float* dx, float* dg,
-                      std::size_t rows, std::size_t width, std::size_t group, bool accumulate, cudaStream_t stream,
-                      bf16* dx16 = nullptr);
+                      std::size_t rows, std::size_t width, std::size_t group, bool accumulate, float* partials,
+                      cudaStream_t stream, bf16* dx16 = nullptr);
+std::size_t rmsnorm_backward_partials(std::size_t rows, std::size_t width);
 
 // y[n][:] += bias; out[c] += sum_n y[n][c] (bias gradients).
 void add_bias(float* y, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream);
-void column_sums(const float* y, float* out, std::size_t rows, std::size_t cols, cudaStream_t stream);
+void column_sums(const float* y, float* out, std::size_t rows, std::size_t cols, float* partials, cudaStream_t stream);
+std::size_t column_sums_partials(std::size_t rows, std::size_t cols);
 
 // SwiGLU on gu = [gate | up] ([rows][2m]): h = silu(gate) * up; and its backward into dgu.
 void swiglu_forward(const float* gu, float* h, std::size_t rows, std::size_t m, cudaStream_t stream);
@@ -61,10 +72,13 @@ void to_bf16(const float* x, bf16* y, std::size_t count, cudaStream_t stream);
 // Mean cross-entropy pieces: results->loss_sum += sum of -log p(target); dlogits = (p - onehot) / count;
 // results->correct += labelled rows whose first maximum is the target.
 void cross_entropy(const float* logits, const std::int32_t* targets, float* dlogits, const StepParams* params,
-                   StepResults* results, std::size_t rows, std::size_t classes, cudaStream_t stream);
+                   StepResults* results, std::size_t rows, std::size_t classes, float* partials, cudaStream_t stream);
+// The partials (in floats) of cross_entropy and of gradient_square_sum.
+std::size_t step_results_partials();
 
 // results->grad_sq += sum g^2; then AdamW over every parameter (decay_mask: 1 where weight decay applies).
-void gradient_square_sum(const float* grads, StepResults* results, std::size_t count, cudaStream_t stream);
+void gradient_square_sum(const float* grads, StepResults* results, std::size_t count, float* partials,
+                         cudaStream_t stream);
 void adamw(const StepParams* params, const StepResults* results, const std::uint8_t* decay_mask, float* w,
            float* g, float* m, float* v, std::size_t count, cudaStream_t stream);
 
@@ -89,9 +103,12 @@ struct DeltaShape {
 void delta_forward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
                    float* final, cudaStream_t stream);
 // One reverse pass that rebuilds S_{t-1} = S_t - beta k u^T. Out: dpre (the projections' gradient,
-// through the L2 norms, the SiLU and the conv), dconv (+=), dzbeta.
+// through the L2 norms, the SiLU and the conv), dconv (+=, summed over the words in a fixed order),
+// dzbeta.
 void delta_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
-                    const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta, cudaStream_t stream);
+                    const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta, float* partials,
+                    cudaStream_t stream);
+std::size_t delta_backward_partials(const DeltaShape& s);
 
 // Bytes of shared memory per block (static and dynamic) that the recurrence kernels need at most,
 // forward or backward: the delta rules with F factors, the diagonal recurrence, each with K taps.
@@ -108,9 +125,10 @@ struct DiagonalShape {
 // decay_log: [d]. Training keeps every state.
 void diagonal_forward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
                       const float* decay_log, float* o, float* states, cudaStream_t stream);
-// Out: dpre, dconv (+=), dzdt, ddecay_log (+=).
+// Out: dpre, dconv (+=), dzdt, ddecay_log (+=); the += sums over the words in a fixed order.
 void diagonal_backward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
                        const float* decay_log, const float* states, const float* dO, float* dpre, float* dconv,
-                       float* dzdt, float* ddecay_log, cudaStream_t stream);
+                       float* dzdt, float* ddecay_log, float* partials, cudaStream_t stream);
+std::size_t diagonal_backward_partials(const DiagonalShape& s);
 
 }  // namespace statetrack::gpu::cuda

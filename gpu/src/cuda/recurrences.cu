@@ -257,12 +257,15 @@ __device__ void zero_carry_and_taps(const ConvAreas<KT>& a, std::size_t slots) {
         for (std::size_t j = 0; j < KT; ++j) a.taps.at(s, j) = 0;
     }
 }
-// The slots' tap gradients (the K real ones of KT) into dconv[col][.], once the lane is done.
+// The slots' tap gradients (the K real ones of KT) of word b into its partial sums, [b][ld][K], once
+// the lane is done: every (word, column, tap) has one writer, and add_partial_sums adds the words in
+// order (atomic adds into dconv made runs differ in the last bits).
 template <int KT, class Column>
-__device__ void add_tap_grads(const Conv& cv, const LaneArea& taps, std::size_t slots, Column column, float* dconv) {
+__device__ void write_tap_grads(const Conv& cv, const LaneArea& taps, std::size_t slots, Column column, std::size_t b,
+                                float* partials) {
+    float* word = partials + b * cv.ld * std::size_t(cv.K);
     for (std::size_t s = 0; s < slots; ++s)
-        for (int j = 0; j < cv.K; ++j)
-            atomicAdd(dconv + column(s) * std::size_t(cv.K) + j, taps.at(s, std::size_t(KT - cv.K + j)));
+        for (int j = 0; j < cv.K; ++j) word[column(s) * std::size_t(cv.K) + j] = taps.at(s, std::size_t(KT - cv.K + j));
 }
 
 // The staged columns per lane: q, and k and v of each factor; the diagonal recurrence's q, k, v.
@@ -359,7 +362,7 @@ __global__ void __launch_bounds__(block_threads) delta_forward_kernel(DeltaShape
 template <int DH, int KT, int FT>
 __global__ void __launch_bounds__(block_threads, 3) delta_backward_kernel(DeltaShape s, Conv cv, const float* zbeta,
                                                                        const float* u_saved, const float* final,
-                                                                       const float* dO, float* dpre, float* dconv,
+                                                                       const float* dO, float* dpre, float* partials,
                                                                        float* dzbeta) {
     const Place p = place<DH>(s.B, s.H);
     const std::size_t H = s.H, F = FT ? FT : s.F, d = H * DH, slots = delta_slots(F);
@@ -427,7 +430,7 @@ __global__ void __launch_bounds__(block_threads, 3) delta_backward_kernel(DeltaS
         conv_backward_chunk<KT>(cv, area, slots, column, n0, t0, t1, dpre, p.valid);
         t1 = t0;
     }
-    if (p.valid) add_tap_grads<KT>(cv, area.taps, slots, column, dconv);
+    if (p.valid) write_tap_grads<KT>(cv, area.taps, slots, column, p.b, partials);
 }
 
 // Diagonal: S <- Diag(a) S + k v^T with a = decay or 2 decay - 1, decay = exp(-softplus(zdt) e^w).
@@ -488,8 +491,8 @@ __global__ void __launch_bounds__(block_threads) diagonal_forward_kernel(Diagona
 template <int DH, int KT>
 __global__ void __launch_bounds__(block_threads) diagonal_backward_kernel(DiagonalShape s, Conv cv, const float* zdt,
                                                                           const float* decay_log, const float* states,
-                                                                          const float* dO, float* dpre, float* dconv,
-                                                                          float* dzdt, float* ddecay_log) {
+                                                                          const float* dO, float* dpre, float* partials,
+                                                                          float* dzdt) {
     const Place p = place<DH>(s.B, s.H);
     const std::size_t H = s.H, d = H * DH, ch = p.h * DH + p.c;
     const ConvAreas<KT> area(cv, diagonal_slots);
@@ -543,8 +546,8 @@ __global__ void __launch_bounds__(block_threads) diagonal_backward_kernel(Diagon
         t1 = t0;
     }
     if (p.valid) {
-        atomicAdd(&ddecay_log[ch], dwlog);
-        add_tap_grads<KT>(cv, area.taps, diagonal_slots, column, dconv);
+        write_tap_grads<KT>(cv, area.taps, diagonal_slots, column, p.b, partials);
+        partials[s.B * cv.ld * std::size_t(cv.K) + p.b * d + ch] = dwlog;  // after the taps' [B][3 d][K]
     }
 }
 
@@ -619,8 +622,10 @@ void delta_forward(const DeltaShape& s, const float* pre, const float* conv, con
                   }, s, cl.conv(), zbeta, o, u, final);
 }
 
+std::size_t delta_backward_partials(const DeltaShape& s) { return s.B * s.H * s.dh * delta_slots(s.F) * s.K; }
 void delta_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
-                    const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta, cudaStream_t stream) {
+                    const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta, float* partials,
+                    cudaStream_t stream) {
     const std::size_t slots = delta_slots(s.F);
     const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.K, slots, true};
     launch_groups("delta_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
@@ -629,7 +634,8 @@ void delta_backward(const DeltaShape& s, const float* pre, const float* conv, co
                       if (s.F == 1) return delta_backward_kernel<DH, KT, 1>;
                       if (s.F == 2) return delta_backward_kernel<DH, KT, 2>;
                       return delta_backward_kernel<DH, KT, 0>;
-                  }, s, cl.conv(), zbeta, u, final, dO, dpre, dconv, dzbeta);
+                  }, s, cl.conv(), zbeta, u, final, dO, dpre, partials, dzbeta);
+    add_partial_sums(partials, s.B, cl.ld * s.K, dconv, stream);
 }
 
 void diagonal_forward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
@@ -642,13 +648,18 @@ void diagonal_forward(const DiagonalShape& s, const float* pre, const float* con
                   }, s, cl.conv(), zdt, decay_log, o, states);
 }
 
+std::size_t diagonal_backward_partials(const DiagonalShape& s) {
+    return s.B * s.H * s.dh * (diagonal_slots * s.K + 1);
+}
 void diagonal_backward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
                        const float* decay_log, const float* states, const float* dO, float* dpre, float* dconv,
-                       float* dzdt, float* ddecay_log, cudaStream_t stream) {
+                       float* dzdt, float* ddecay_log, float* partials, cudaStream_t stream) {
     const ConvLaunch cl{pre, conv, diagonal_slots * s.H * s.dh, s.K, diagonal_slots, true};
     launch_groups("diagonal_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
                   [](auto dh, auto kt) { return diagonal_backward_kernel<decltype(dh)::value, decltype(kt)::value>; }, s,
-                  cl.conv(), zdt, decay_log, states, dO, dpre, dconv, dzdt, ddecay_log);
+                  cl.conv(), zdt, decay_log, states, dO, dpre, partials, dzdt);
+    add_partial_sums(partials, s.B, cl.ld * s.K, dconv, stream);
+    add_partial_sums(partials + s.B * cl.ld * s.K, s.B, s.H * s.dh, ddecay_log, stream);
 }
 
 }  // namespace statetrack::gpu::cuda
