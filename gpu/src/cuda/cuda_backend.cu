@@ -100,7 +100,8 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
     std::size_t partials = step_results_partials();
     if (training) {
         partials = std::max({partials, embed_backward_partials(N, d, c.vocab), rmsnorm_backward_partials(N, d),
-                             column_sums_partials(N, std::max(p.C, 4 * d))});
+                             column_sums_partials(N, p.C), column_sums_partials(N, 4 * d),  // head, LSTM bias
+                             column_sums_partials(N, d)});                                  // mamba's dt bias
         if (mamba) partials = std::max(partials, diagonal_backward_partials({B, T, p.H, p.dh, p.K, false}));
         else if (!lstm) partials = std::max(partials, delta_backward_partials({B, T, p.H, p.dh, p.F, p.K, 1.0f}));
     }
