@@ -476,10 +476,12 @@ __global__ void lstm_cell_backward_kernel(const float* z, const float* c, const 
 }
 
 // Partial sums are kept to about 4 M floats (16 MiB) per reduction: rows per chunk at least
-// `shortest`, more where rows / shortest chunks of `width` partials each would exceed that.
-constexpr std::size_t partials_budget = std::size_t(1) << 22;
+// `shortest`, more where rows / shortest chunks of `width` partials each would exceed that, and
+// never more than 65535 chunks (a grid's y dimension; the column reductions put chunks there).
+constexpr std::size_t partials_budget = std::size_t(1) << 22, most_chunks = 65535;
 std::size_t rows_per_chunk(std::size_t rows, std::size_t width, std::size_t shortest) {
-    return std::max(shortest, (rows * width + partials_budget - 1) / partials_budget);
+    return std::max({shortest, (rows * width + partials_budget - 1) / partials_budget,
+                     (rows + most_chunks - 1) / most_chunks});
 }
 std::size_t chunks_of(std::size_t rows, std::size_t chunk) { return (rows + chunk - 1) / chunk; }
 // The column reductions (RMSNorm gains of the general layouts, column sums) take 32-row chunks.
