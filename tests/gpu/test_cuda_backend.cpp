@@ -366,6 +366,17 @@ TEST(CudaBackend, Bf16WeightCopyFollowsEveryUpdate) {
     EXPECT_NE(logits_of(trained), logits_of(stale));
 }
 
+// A vocabulary larger than one shared-memory slice of the embedding gradient (d 32: 256 letters a
+// slice), so the gradient is summed from two slices' partials; 16 words of 20, so letters of both
+// slices occur.
+TEST(CudaBackend, Fp32MatchesCpuReferenceWithManyLetters) {
+    SKIP_WITHOUT_GPU();
+    auto c = config_for("deltanet", EigRange::signed_unit, 32, 2);
+    c.vocab = 300;
+    validate(c);
+    expect_fp32_match(compare(c, c, MatmulPrecision::fp32, 520, 16, 20));
+}
+
 // The comparison must be able to fail: the other eigenvalue range (beta doubled, or 2a - 1) on
 // the device gives a different function and different gradients.
 TEST(CudaBackend, ComparisonCatchesAWrongModel) {
@@ -463,7 +474,7 @@ TEST(CudaBackend, TrainingRepeatsBitForBit) {
             std::vector<float> w, m, v;
         };
         auto train = [&] {
-            CudaSession session = make_cuda_session(c, {MatmulPrecision::tf32, true, false});
+            CudaSession session = make_cuda_session(c, {MatmulPrecision::tf32, true, true});  // poisoned
             upload_parameters(session, w0);
             Run r;
             for (std::size_t step = 0; step < 3; ++step) {

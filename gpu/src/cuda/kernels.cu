@@ -86,24 +86,25 @@ __global__ void embed_forward_kernel(const std::int32_t* tokens, const float* ta
     x[i] = table[std::size_t(tokens[n]) * d + c];
 }
 
-// Block (x, y) sums the rows of chunk x for the letters of slice y (as many as fit in 32 KiB of
-// shared memory) into its partial table gradient. Each thread owns whole columns c, so its
+// Block (x, y) sums the rows of chunk y for the letters of slice x (as many as fit in 32 KiB of
+// shared memory) into its partial table gradient (slices on x: a large vocabulary has more than the
+// 65535 blocks a grid's y dimension allows; the row chunks are capped at that). Each thread owns whole columns c, so its
 // shared-memory adds need no atomics (with 2 letters, atomics from every thread to 2 x d addresses
 // made this 3% of a training step, 144 GB/s).
 __global__ void embed_backward_kernel(const std::int32_t* tokens, const float* dx, float* partials, std::size_t rows,
                                       std::size_t d, std::size_t vocab, std::size_t chunk, std::size_t slice) {
     extern __shared__ float acc[];
-    const std::size_t v0 = std::size_t(blockIdx.y) * slice, v1 = min(vocab, v0 + slice), width = (v1 - v0) * d;
+    const std::size_t v0 = std::size_t(blockIdx.x) * slice, v1 = min(vocab, v0 + slice), width = (v1 - v0) * d;
     for (std::size_t i = threadIdx.x; i < width; i += blockDim.x) acc[i] = 0;
     __syncthreads();
-    const std::size_t begin = std::size_t(blockIdx.x) * chunk, end = min(rows, begin + chunk);
+    const std::size_t begin = std::size_t(blockIdx.y) * chunk, end = min(rows, begin + chunk);
     for (std::size_t c = threadIdx.x; c < d; c += blockDim.x)
         for (std::size_t n = begin; n < end; ++n) {
             const std::size_t t = std::size_t(tokens[n]);
             if (t >= v0 && t < v1) acc[(t - v0) * d + c] += dx[n * d + c];
         }
     __syncthreads();
-    float* out = partials + std::size_t(blockIdx.x) * vocab * d + v0 * d;
+    float* out = partials + std::size_t(blockIdx.y) * vocab * d + v0 * d;
     for (std::size_t i = threadIdx.x; i < width; i += blockDim.x) out[i] = acc[i];
 }
 
@@ -528,7 +529,7 @@ void embed_backward(const std::int32_t* tokens, const float* dx, float* dtable, 
                     std::size_t vocab, float* partials, cudaStream_t stream) {
     const std::size_t chunk = rows_per_chunk(rows, vocab * d, embed_chunk), chunks = chunks_of(rows, chunk);
     const std::size_t slice = embed_slice(d, vocab);
-    const dim3 grid(unsigned(chunks), unsigned(chunks_of(vocab, slice)));
+    const dim3 grid(unsigned(chunks_of(vocab, slice)), unsigned(chunks));
     embed_backward_kernel<<<grid, threads, slice * d * sizeof(float), stream>>>(tokens, dx, partials, rows, d, vocab,
                                                                                chunk, slice);
     launched("embed_backward");
