@@ -98,7 +98,7 @@ void add_train(CLI::App& app) {
     cmd->add_option("--eval-words", a->eval_words, "Test words per length")->capture_default_str();
     cmd->add_option("--out", a->out, "Output folder (metrics.jsonl, summary.json, checkpoint.bin)")->required();
     cmd->add_option("--stop-at", a->stop_at, "Stop after this step with a checkpoint (continue with --resume)");
-    cmd->add_flag("--resume", a->resume, "Continue from OUT/checkpoint.bin (bit-identical, on the CPU and on the same kind of GPU)");
+    cmd->add_flag("--resume", a->resume, "Continue from OUT/checkpoint.bin (bit-identical, on the CPU and on the same GPU model)");
     cmd->add_flag("--json", a->json, "Print the summary JSON on stdout");
     cmd->add_flag("--quiet", a->quiet, "No progress lines on stderr");
     cmd->callback([a] { run_train(*a); });
