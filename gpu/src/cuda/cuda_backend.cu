@@ -54,6 +54,14 @@ struct Plan {
     std::size_t total = 0;
 };
 
+// The recurrences' shapes for this plan's batch (the forward, the backward and the plan's scratch).
+DeltaShape delta_shape(const Plan& p, const ModelConfig& c) {
+    return {p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale())};
+}
+DiagonalShape diagonal_shape(const Plan& p, const ModelConfig& c) {
+    return {p.B, p.T, p.H, p.dh, p.K, c.eig == EigRange::signed_unit};
+}
+
 Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training, bool mlp16) {
     Plan p{};
     p.mlp16 = mlp16;
@@ -102,8 +110,8 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
         partials = std::max({partials, embed_backward_partials(N, d, c.vocab), rmsnorm_backward_partials(N, d),
                              column_sums_partials(N, p.C), column_sums_partials(N, 4 * d),  // head, LSTM bias
                              column_sums_partials(N, d)});                                  // mamba's dt bias
-        if (mamba) partials = std::max(partials, diagonal_backward_partials({B, T, p.H, p.dh, p.K, false}));
-        else if (!lstm) partials = std::max(partials, delta_backward_partials({B, T, p.H, p.dh, p.F, p.K, 1.0f}));
+        if (mamba) partials = std::max(partials, diagonal_backward_partials(diagonal_shape(p, c)));
+        else if (!lstm) partials = std::max(partials, delta_backward_partials(delta_shape(p, c)));
     }
     p.partials = take(partials);
     return p;
@@ -246,14 +254,12 @@ void forward_pass(CudaSession& session, const Plan& p) {
             if (c.mixer == Mixer::mamba) {
                 blas.forward(ws + a.xn1, d, W + sl.wdt, ws + a.zg, d, N, d, d);
                 add_bias(ws + a.zg, W + sl.bdt, N, d, st);
-                const DiagonalShape shape{p.B, p.T, p.H, p.dh, p.K, c.eig == EigRange::signed_unit};
-                diagonal_forward(shape, ws + a.pre, W + sl.conv_q, ws + a.zg, W + sl.decay_log, ws + a.o,
-                                 p.training ? ws + a.saved : nullptr, st);
+                diagonal_forward(diagonal_shape(p, c), ws + a.pre, W + sl.conv_q, ws + a.zg, W + sl.decay_log,
+                                 ws + a.o, p.training ? ws + a.saved : nullptr, st);
             } else {
                 blas.forward(ws + a.xn1, d, W + sl.wbeta, ws + a.zg, p.gw, N, d, p.gw);
-                const DeltaShape shape{p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale())};
-                delta_forward(shape, ws + a.pre, W + sl.conv_q, ws + a.zg, ws + a.o, p.training ? ws + a.saved : nullptr,
-                              p.training ? ws + a.final : nullptr, st);
+                delta_forward(delta_shape(p, c), ws + a.pre, W + sl.conv_q, ws + a.zg, ws + a.o,
+                              p.training ? ws + a.saved : nullptr, p.training ? ws + a.final : nullptr, st);
             }
             rmsnorm_forward(ws + a.o, W + sl.onorm, ws + a.on, ws + a.ro, nullptr, N, d, p.dh, st);
             blas.forward(ws + a.on, d, W + sl.wo, ws + a.x_mid, d, N, d, d, true);
@@ -340,16 +346,14 @@ void backward_pass(CudaSession& session, const Plan& p) {
             blas.weight_grad(ws + a.on, d, dx, d, G + sl.wo, N, d, d);
             rmsnorm_backward(ws + a.o, W + sl.onorm, ws + a.ro, dOn, dO, G + sl.onorm, N, d, p.dh, false, partials, st);
             if (c.mixer == Mixer::mamba) {
-                const DiagonalShape shape{p.B, p.T, p.H, p.dh, p.K, c.eig == EigRange::signed_unit};
-                diagonal_backward(shape, ws + a.pre, W + sl.conv_q, ws + a.zg, W + sl.decay_log, ws + a.saved, dO, dpre,
-                                  G + sl.conv_q, dz, G + sl.decay_log, partials, st);
+                diagonal_backward(diagonal_shape(p, c), ws + a.pre, W + sl.conv_q, ws + a.zg, W + sl.decay_log,
+                                  ws + a.saved, dO, dpre, G + sl.conv_q, dz, G + sl.decay_log, partials, st);
                 blas.input_grad(dz, d, W + sl.wdt, dxn, d, N, d, d, false);
                 blas.weight_grad(ws + a.xn1, d, dz, d, G + sl.wdt, N, d, d);
                 column_sums(dz, G + sl.bdt, N, d, partials, st);
             } else {
-                const DeltaShape shape{p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale())};
-                delta_backward(shape, ws + a.pre, W + sl.conv_q, ws + a.zg, ws + a.saved, ws + a.final, dO, dpre,
-                               G + sl.conv_q, dz, partials, st);
+                delta_backward(delta_shape(p, c), ws + a.pre, W + sl.conv_q, ws + a.zg, ws + a.saved, ws + a.final,
+                               dO, dpre, G + sl.conv_q, dz, partials, st);
                 blas.input_grad(dz, p.gw, W + sl.wbeta, dxn, d, N, d, p.gw, false);
                 blas.weight_grad(ws + a.xn1, d, dz, p.gw, G + sl.wbeta, N, d, p.gw);
             }
