@@ -485,10 +485,16 @@ std::size_t rows_per_chunk(std::size_t rows, std::size_t width, std::size_t shor
                      (rows + most_chunks - 1) / most_chunks});
 }
 std::size_t chunks_of(std::size_t rows, std::size_t chunk) { return (rows + chunk - 1) / chunk; }
-// The column reductions (RMSNorm gains of the general layouts, column sums) take 32-row chunks.
-constexpr std::size_t reduce_chunk = 32;
-dim3 reduce_grid(std::size_t rows, std::size_t cols, std::size_t chunk) {
-    return dim3(blocks_for(cols), unsigned(chunks_of(rows, chunk)));
+// The column reductions (RMSNorm gains of the general layouts, column sums): chunks of at least 32
+// rows, one row of `cols` partials each; the grid's y runs over the chunks.
+struct ColumnChunks {
+    std::size_t rows_each, count, cols;
+    std::size_t partials() const { return count * cols; }
+    dim3 grid() const { return dim3(blocks_for(cols), unsigned(count)); }
+};
+ColumnChunks column_chunks(std::size_t rows, std::size_t cols) {
+    const std::size_t each = rows_per_chunk(rows, cols, 32);
+    return {each, chunks_of(rows, each), cols};
 }
 // The embedding gradient: chunks of at least 128 rows, letters in slices of 32 KiB of columns.
 constexpr std::size_t embed_chunk = 128;
@@ -597,8 +603,7 @@ void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, floa
 }
 
 std::size_t rmsnorm_backward_partials(std::size_t rows, std::size_t width) {
-    const std::size_t vector = std::size_t(norm_backward_blocks()) * width;
-    return std::max(vector, chunks_of(rows, rows_per_chunk(rows, width, reduce_chunk)) * width);
+    return std::max(std::size_t(norm_backward_blocks()) * width, column_chunks(rows, width).partials());
 }
 void rmsnorm_backward(const float* x, const float* g, const float* rinv, const float* dy, float* dx, float* dg,
                       std::size_t rows, std::size_t width, std::size_t group, bool accumulate, float* partials,
@@ -621,11 +626,10 @@ void rmsnorm_backward(const float* x, const float* g, const float* rinv, const f
     rmsnorm_backward_kernel<<<blocks_for(rows * (width / group) * 32), threads, 0, stream>>>(x, g, rinv, dy, dx, rows,
                                                                                             width, group, accumulate);
     launched("rmsnorm_backward");
-    const std::size_t chunk = rows_per_chunk(rows, width, reduce_chunk);
-    rmsnorm_gain_kernel<<<reduce_grid(rows, width, chunk), threads, 0, stream>>>(x, rinv, dy, partials, rows, width,
-                                                                                 group, chunk);
+    const ColumnChunks gain = column_chunks(rows, width);
+    rmsnorm_gain_kernel<<<gain.grid(), threads, 0, stream>>>(x, rinv, dy, partials, rows, width, group, gain.rows_each);
     launched("rmsnorm_gain");
-    add_partial_sums(partials, chunks_of(rows, chunk), width, dg, stream);
+    add_partial_sums(partials, gain.count, width, dg, stream);
 }
 
 void add_bias(float* y, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream) {
@@ -633,14 +637,12 @@ void add_bias(float* y, const float* bias, std::size_t rows, std::size_t cols, c
     launched("add_bias");
 }
 
-std::size_t column_sums_partials(std::size_t rows, std::size_t cols) {
-    return chunks_of(rows, rows_per_chunk(rows, cols, reduce_chunk)) * cols;
-}
+std::size_t column_sums_partials(std::size_t rows, std::size_t cols) { return column_chunks(rows, cols).partials(); }
 void column_sums(const float* y, float* out, std::size_t rows, std::size_t cols, float* partials, cudaStream_t stream) {
-    const std::size_t chunk = rows_per_chunk(rows, cols, reduce_chunk);
-    column_sums_kernel<<<reduce_grid(rows, cols, chunk), threads, 0, stream>>>(y, partials, rows, cols, chunk);
+    const ColumnChunks chunks = column_chunks(rows, cols);
+    column_sums_kernel<<<chunks.grid(), threads, 0, stream>>>(y, partials, rows, cols, chunks.rows_each);
     launched("column_sums");
-    add_partial_sums(partials, chunks_of(rows, chunk), cols, out, stream);
+    add_partial_sums(partials, chunks.count, cols, out, stream);
 }
 
 // The vectorised SwiGLU's shape, if m and the arrays allow it.
