@@ -25,7 +25,7 @@ if want tests; then
   note "device tests"
   timeout 240 "$bin/test_gpu" --gtest_filter='CudaBackend*' >"$out/tests.log" 2>&1
   echo "test_gpu exit $?" | tee -a "$out/run.log"
-  grep -E '^(tf32|bf16) |FAILED|PASSED' "$out/tests.log" | tee -a "$out/run.log"
+  grep -E '^(tf32|bf16|chunks:) |FAILED|PASSED' "$out/tests.log" | tee -a "$out/run.log"
 fi
 
 if want sanitizer; then

@@ -301,6 +301,33 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceAtTheStagingsEdges) {
     }
 }
 
+// The delta rule's forward in chunks of 16 steps on tensor cores (delta_chunked.cu: one factor,
+// head_dim 32): words of 1 step, of a partial chunk, of exactly two chunks, and of five chunks with a
+// partial one last, with 1, 3, 4, 6 and 8 taps (padded to 4 or 8), both eigenvalue ranges. The
+// backward runs on the chunked forward's u and last state, so every gradient checks them too.
+TEST(CudaBackend, Fp32MatchesCpuReferenceInChunks) {
+    SKIP_WITHOUT_GPU();
+    struct Shape {
+        EigRange eig;
+        std::size_t K, B, T;
+    };
+    const Shape shapes[] = {{EigRange::signed_unit, 4, 2, 1},  {EigRange::unit, 4, 3, 11},
+                            {EigRange::signed_unit, 4, 2, 32}, {EigRange::signed_unit, 4, 3, 80},
+                            {EigRange::unit, 8, 3, 37},        {EigRange::signed_unit, 6, 2, 40},
+                            {EigRange::unit, 3, 2, 23},        {EigRange::signed_unit, 1, 2, 19}};
+    for (std::size_t i = 0; i < std::size(shapes); ++i) {
+        const Shape& e = shapes[i];
+        auto c = config_for("deltanet", e.eig, 64, 2);
+        c.conv_kernel = e.K;
+        const Comparison r = compare(c, c, MatmulPrecision::fp32, 1100 + i, e.B, e.T);
+        SCOPED_TRACE("deltanet eig " + std::string(to_string(e.eig)) + " head_dim 32 conv " + std::to_string(e.K) +
+                     " B " + std::to_string(e.B) + " T " + std::to_string(e.T));
+        std::printf("chunks: eig %s conv %zu T %zu: logits %.2e, all gradients %.2e\n", to_string(e.eig), e.K, e.T,
+                    r.logits, r.all_gradients);
+        expect_fp32_match(r);
+    }
+}
+
 // Every case on tensor-core products (tf32, or bf16), one seed each from first_seed + 1: logits
 // within 2e-2 and all gradients within the instance's bound (Comparison::tf32_bound).
 void expect_loose_match(MatmulPrecision matmul, std::uint64_t seed, std::size_t d = 32, std::size_t heads = 2) {

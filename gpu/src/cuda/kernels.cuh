@@ -102,6 +102,11 @@ struct DeltaShape {
 // factor ([N][F d]) and the last state per (b, h).
 void delta_forward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
                    float* final, cudaStream_t stream);
+// The same forward in chunks of 16 steps on tensor cores (delta_chunked.cu), for one factor and
+// head_dim 32 on sm_80 or later; returns false, launching nothing, for other shapes. KT: the taps
+// padded to 4 or 8.
+bool delta_forward_in_chunks(const DeltaShape& s, std::size_t KT, const float* pre, const float* conv,
+                             const float* zbeta, float* o, float* u, float* final, cudaStream_t stream);
 // One reverse pass that rebuilds S_{t-1} = S_t - beta k u^T. Out: dpre (the projections' gradient,
 // through the L2 norms, the SiLU and the conv), dconv (+=, summed over the words in a fixed order),
 // dzbeta.
