@@ -50,24 +50,32 @@ __device__ double block_sum(double x) {
 // ---- Fixed-order sums. A kernel that sums over blocks (or words) writes one partial sum per block
 // to `partials`, and the kernels below add those in block order: atomic adds would add them in the
 // order the blocks finish, so two runs of one step (or a graph replay and the same calls one by one)
-// differed in the last bits and their trajectories drifted apart. One warp of a block sums every
-// partial_warps-th part of 32 columns; the warps' sums are added in warp order.
-constexpr unsigned partial_warps = 8;
-__global__ void add_partial_sums_kernel(const float* __restrict__ partials, std::size_t parts, std::size_t width,
-                                        float* __restrict__ out) {
-    __shared__ float sums[partial_warps][32];
-    const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const std::size_t i = std::size_t(blockIdx.x) * 32 + lane;
+// differed in the last bits and their trajectories drifted apart. A block takes cw <= 32 columns with
+// partial_threads threads, i.e. R = partial_threads / cw rows of threads: thread (r, c) adds the parts
+// r, r + R, r + 2 R, ... of column c, and the R sums are added by a fixed tree, so the order depends
+// on the shape alone. The launcher narrows cw until a thread adds at most partial_loads parts, all in
+// flight at once: with one warp per 32 columns the head bias's 2 columns of 8192 parts (T = 256) took
+// 99 us and each gain's 128 columns 8.7 us on 4 SMs; the step's sums 122 / 229 us at T = 40 / 256
+// (ncu, H100, 2026-11-25). A kernel of this size takes ~4 us, so one launch, not two levels.
+constexpr unsigned partial_threads = 1024, partial_loads = 8;
+__global__ void __launch_bounds__(partial_threads) add_partial_sums_kernel(const float* __restrict__ partials,
+                                                                           std::size_t parts, std::size_t width,
+                                                                           unsigned cw, float* __restrict__ out) {
+    __shared__ float sums[partial_threads];
+    const unsigned t = threadIdx.x, rows = partial_threads / cw, r = t / cw;
+    const std::size_t c = std::size_t(blockIdx.x) * cw + t % cw;
     float acc = 0;
-    if (i < width)
-        for (std::size_t part = warp; part < parts; part += partial_warps) acc += partials[part * width + i];
-    sums[warp][lane] = acc;
-    __syncthreads();
-    if (warp == 0 && i < width) {
-        float sum = sums[0][lane];
-        for (unsigned w = 1; w < partial_warps; ++w) sum += sums[w][lane];
-        out[i] += sum;
+    if (c < width) {
+#pragma unroll partial_loads
+        for (std::size_t part = r; part < parts; part += rows) acc += partials[part * width + c];
     }
+    sums[t] = acc;
+    __syncthreads();
+    for (unsigned half = rows / 2; half > 0; half /= 2) {  // rows is a power of two
+        if (r < half) sums[t] += sums[t + half * cw];
+        __syncthreads();
+    }
+    if (r == 0 && c < width) out[c] += sums[t];
 }
 // *out += the sum of count doubles, by one warp (lane l takes every 32nd from l; the shuffle tree
 // is the same every time).
@@ -520,7 +528,10 @@ void embed_forward(const std::int32_t* tokens, const float* table, float* x, std
 }
 
 void add_partial_sums(const float* partials, std::size_t parts, std::size_t width, float* out, cudaStream_t stream) {
-    add_partial_sums_kernel<<<blocks_for(width, 32), partial_warps * 32, 0, stream>>>(partials, parts, width, out);
+    if (width == 0) return;
+    unsigned cw = 32;  // a power of two: at most width, and parts / R <= partial_loads where that allows
+    while (cw > 1 && (cw > width || cw * parts > std::size_t(partial_loads) * partial_threads)) cw /= 2;
+    add_partial_sums_kernel<<<blocks_for(width, int(cw)), partial_threads, 0, stream>>>(partials, parts, width, cw, out);
     launched("add_partial_sums");
 }
 void add_double_sum(const double* partials, std::size_t count, double* out, cudaStream_t stream) {
