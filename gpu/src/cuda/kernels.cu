@@ -86,12 +86,21 @@ __global__ void add_double_sum_kernel(const double* __restrict__ partials, std::
     if (threadIdx.x == 0) *out += acc;
 }
 
+// A warp per row, float4 columns where d allows (a thread per element with a 64-bit division by d
+// took 19 / 107 us at T = 40 / 256, twice the bytes' time).
 __global__ void embed_forward_kernel(const std::int32_t* tokens, const float* table, float* x, std::size_t rows,
                                      std::size_t d) {
-    const std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i >= rows * d) return;
-    const std::size_t n = i / d, c = i % d;
-    x[i] = table[std::size_t(tokens[n]) * d + c];
+    const std::size_t n = (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+    const unsigned lane = threadIdx.x % 32;
+    if (n >= rows) return;
+    const float* src = table + std::size_t(tokens[n]) * d;
+    float* dst = x + n * d;
+    if (d % 4 == 0) {
+        for (std::size_t c = lane; c < d / 4; c += 32)
+            reinterpret_cast<float4*>(dst)[c] = reinterpret_cast<const float4*>(src)[c];
+    } else {
+        for (std::size_t c = lane; c < d; c += 32) dst[c] = src[c];
+    }
 }
 
 // Block (x, y) sums the rows of chunk y for the letters of slice x (as many as fit in 32 KiB of
@@ -106,11 +115,16 @@ __global__ void embed_backward_kernel(const std::int32_t* tokens, const float* d
     for (std::size_t i = threadIdx.x; i < width; i += blockDim.x) acc[i] = 0;
     __syncthreads();
     const std::size_t begin = std::size_t(blockIdx.y) * chunk, end = min(rows, begin + chunk);
-    for (std::size_t c = threadIdx.x; c < d; c += blockDim.x)
+    // dx is read whether or not the row's letter is in the slice: a load behind the letter's test
+    // waited for the letter's load first, one row after the other (59 us of a T = 40 step, ncu).
+    for (std::size_t c = threadIdx.x; c < d; c += blockDim.x) {
+#pragma unroll 8
         for (std::size_t n = begin; n < end; ++n) {
             const std::size_t t = std::size_t(tokens[n]);
-            if (t >= v0 && t < v1) acc[(t - v0) * d + c] += dx[n * d + c];
+            const float g = dx[n * d + c];
+            if (t >= v0 && t < v1) acc[(t - v0) * d + c] += g;
         }
+    }
     __syncthreads();
     float* out = partials + std::size_t(blockIdx.y) * vocab * d + v0 * d;
     for (std::size_t i = threadIdx.x; i < width; i += blockDim.x) out[i] = acc[i];
@@ -380,6 +394,7 @@ __global__ void to_bf16_kernel(const float* __restrict__ x, bf16* __restrict__ y
 
 // Warp per row, grid-stride; the block's loss and correct count go to partials[block] and
 // partials[blocks + block].
+constexpr std::size_t thread_row_classes = 16;  // up to this many classes, a thread per row
 __global__ void cross_entropy_kernel(const float* logits, const std::int32_t* targets, float* dlogits,
                                      const StepParams* params, double* partials, std::size_t rows,
                                      std::size_t classes) {
@@ -387,31 +402,58 @@ __global__ void cross_entropy_kernel(const float* logits, const std::int32_t* ta
     const std::size_t warps = std::size_t(gridDim.x) * blockDim.x / 32;
     const float count = params->count;
     double loss = 0, correct = 0;
-    for (std::size_t n = (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; n < rows; n += warps) {
-        const float* z = logits + n * classes;
-        const int target = targets[n];
-        if (target < 0) {
-            for (std::size_t k = lane; k < classes; k += 32) dlogits[n * classes + k] = 0;
-            continue;
+    if (classes <= thread_row_classes) {
+        // a row per thread: with a warp per row of 2-5 classes each row was a chain of shuffles and
+        // the kernel took 24 / 127 us at T = 40 / 256 (ncu, H100)
+        const std::size_t threads_all = std::size_t(gridDim.x) * blockDim.x;
+        for (std::size_t n = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; n < rows; n += threads_all) {
+            const float* z = logits + n * classes;
+            float* dz = dlogits + n * classes;
+            const int target = targets[n];
+            if (target < 0) {
+                for (std::size_t k = 0; k < classes; ++k) dz[k] = 0;
+                continue;
+            }
+            float zmax = z[0];  // the maximum and its first index (as std::max_element on the CPU)
+            unsigned at = 0;
+            for (std::size_t k = 1; k < classes; ++k)
+                if (z[k] > zmax) zmax = z[k], at = unsigned(k);
+            float sum = 0;
+            for (std::size_t k = 0; k < classes; ++k) sum += expf(z[k] - zmax);
+            loss += double(logf(sum) + zmax - z[target]), correct += at == unsigned(target) ? 1.0 : 0.0;
+            for (std::size_t k = 0; k < classes; ++k) {
+                float p = expf(z[k] - zmax) / sum / count;
+                if (k == std::size_t(target)) p -= 1.0f / count;
+                dz[k] = p;
+            }
         }
-        // the maximum and its first index (as std::max_element on the CPU)
-        float zmax = -INFINITY;
-        unsigned at = unsigned(classes);
-        for (std::size_t k = lane; k < classes; k += 32)
-            if (z[k] > zmax || at == unsigned(classes)) zmax = z[k], at = unsigned(k);
-        for (int s = 16; s >= 1; s /= 2) {
-            const float other = __shfl_xor_sync(full_mask, zmax, s);
-            const unsigned other_at = __shfl_xor_sync(full_mask, at, s);
-            if (other > zmax || (other == zmax && other_at < at)) zmax = other, at = other_at;
-        }
-        float sum = 0;
-        for (std::size_t k = lane; k < classes; k += 32) sum += expf(z[k] - zmax);
-        sum = warp_sum(sum);
-        if (lane == 0) loss += double(logf(sum) + zmax - z[target]), correct += at == unsigned(target) ? 1.0 : 0.0;
-        for (std::size_t k = lane; k < classes; k += 32) {
-            float p = expf(z[k] - zmax) / sum / count;
-            if (k == std::size_t(target)) p -= 1.0f / count;
-            dlogits[n * classes + k] = p;
+    } else {
+        for (std::size_t n = (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; n < rows; n += warps) {
+            const float* z = logits + n * classes;
+            const int target = targets[n];
+            if (target < 0) {
+                for (std::size_t k = lane; k < classes; k += 32) dlogits[n * classes + k] = 0;
+                continue;
+            }
+            // the maximum and its first index (as std::max_element on the CPU)
+            float zmax = -INFINITY;
+            unsigned at = unsigned(classes);
+            for (std::size_t k = lane; k < classes; k += 32)
+                if (z[k] > zmax || at == unsigned(classes)) zmax = z[k], at = unsigned(k);
+            for (int s = 16; s >= 1; s /= 2) {
+                const float other = __shfl_xor_sync(full_mask, zmax, s);
+                const unsigned other_at = __shfl_xor_sync(full_mask, at, s);
+                if (other > zmax || (other == zmax && other_at < at)) zmax = other, at = other_at;
+            }
+            float sum = 0;
+            for (std::size_t k = lane; k < classes; k += 32) sum += expf(z[k] - zmax);
+            sum = warp_sum(sum);
+            if (lane == 0) loss += double(logf(sum) + zmax - z[target]), correct += at == unsigned(target) ? 1.0 : 0.0;
+            for (std::size_t k = lane; k < classes; k += 32) {
+                float p = expf(z[k] - zmax) / sum / count;
+                if (k == std::size_t(target)) p -= 1.0f / count;
+                dlogits[n * classes + k] = p;
+            }
         }
     }
     loss = block_sum(loss);
@@ -523,7 +565,7 @@ unsigned persistent_blocks() {
 
 void embed_forward(const std::int32_t* tokens, const float* table, float* x, std::size_t rows, std::size_t d,
                    cudaStream_t stream) {
-    embed_forward_kernel<<<blocks_for(rows * d), threads, 0, stream>>>(tokens, table, x, rows, d);
+    embed_forward_kernel<<<blocks_for(rows * 32), threads, 0, stream>>>(tokens, table, x, rows, d);
     launched("embed_forward");
 }
 
@@ -710,7 +752,8 @@ void to_bf16(const float* x, bf16* y, std::size_t count, cudaStream_t stream) {
 std::size_t step_results_partials() { return 2 * 2 * std::size_t(persistent_blocks()); }
 void cross_entropy(const float* logits, const std::int32_t* targets, float* dlogits, const StepParams* params,
                    StepResults* results, std::size_t rows, std::size_t classes, float* partials, cudaStream_t stream) {
-    const unsigned blocks = std::min<unsigned>(persistent_blocks(), std::max(1u, blocks_for(rows * 32)));
+    const std::size_t per_row = classes <= thread_row_classes ? 1 : 32;  // threads
+    const unsigned blocks = std::min<unsigned>(persistent_blocks(), std::max(1u, blocks_for(rows * per_row)));
     double* parts = reinterpret_cast<double*>(partials);
     cross_entropy_kernel<<<blocks, threads, 0, stream>>>(logits, targets, dlogits, params, parts, rows, classes);
     launched("cross_entropy");
