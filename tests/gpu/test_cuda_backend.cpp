@@ -302,8 +302,9 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceAtTheStagingsEdges) {
 }
 
 // The delta rule's forward in chunks of 16 steps on tensor cores (delta_chunked.cu: one factor,
-// head_dim 32): words of 1 step, of a partial chunk, of exactly two chunks, and of five chunks with a
-// partial one last, with 1, 3, 4, 6 and 8 taps (padded to 4 or 8), both eigenvalue ranges. The
+// head_dim 32): words of 1 step, of a partial chunk, of exactly two chunks, of five chunks with a
+// partial one last, and of 256 steps (16 chunks: the state is carried in the mma's accumulators),
+// with 1, 3, 4, 6 and 8 taps (padded to 4 or 8), both eigenvalue ranges, and an odd number of groups. The
 // backward runs on the chunked forward's u and last state, so every gradient checks them too.
 TEST(CudaBackend, Fp32MatchesCpuReferenceInChunks) {
     SKIP_WITHOUT_GPU();
@@ -314,10 +315,12 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceInChunks) {
     const Shape shapes[] = {{EigRange::signed_unit, 4, 2, 1},  {EigRange::unit, 4, 3, 11},
                             {EigRange::signed_unit, 4, 2, 32}, {EigRange::signed_unit, 4, 3, 80},
                             {EigRange::unit, 8, 3, 37},        {EigRange::signed_unit, 6, 2, 40},
-                            {EigRange::unit, 3, 2, 23},        {EigRange::signed_unit, 1, 2, 19}};
+                            {EigRange::unit, 3, 2, 23},        {EigRange::signed_unit, 1, 2, 19},
+                            {EigRange::signed_unit, 4, 2, 256}, {EigRange::unit, 4, 3, 45}};
     for (std::size_t i = 0; i < std::size(shapes); ++i) {
         const Shape& e = shapes[i];
-        auto c = config_for("deltanet", e.eig, 64, 2);
+        // the last: one head of 32 (d 32), so B H = 3 is odd and the second warp of a block has no group
+        auto c = i + 1 == std::size(shapes) ? config_for("deltanet", e.eig, 32, 1) : config_for("deltanet", e.eig, 64, 2);
         c.conv_kernel = e.K;
         const Comparison r = compare(c, c, MatmulPrecision::fp32, 1100 + i, e.B, e.T);
         SCOPED_TRACE("deltanet eig " + std::string(to_string(e.eig)) + " head_dim 32 conv " + std::to_string(e.K) +
@@ -325,6 +328,38 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceInChunks) {
         std::printf("chunks: eig %s conv %zu T %zu: logits %.2e, all gradients %.2e\n", to_string(e.eig), e.K, e.T,
                     r.logits, r.all_gradients);
         expect_fp32_match(r);
+    }
+}
+
+// A NaN weight in layer 0's key projection makes every key of head 0 NaN: the CPU reference's logits
+// are NaN, and the device's must be NaN in the same places. Found in review: the chunked forward's
+// first TF32 split (integer rounding, (bits + 0x1000) & 0xffffe000) turned NaN operands into zeros
+// and left those logits finite. d 64 with 2 heads runs the chunked forward (head_dim 32), with 4
+// heads the step-by-step one.
+TEST(CudaBackend, NanWeightsGiveNanLogitsAsOnTheCpu) {
+    SKIP_WITHOUT_GPU();
+    for (const std::size_t heads : {std::size_t(2), std::size_t(4)}) {
+        const auto c = config_for("deltanet", EigRange::signed_unit, 64, heads);
+        const auto layout = parameter_layout(c);
+        auto w = random_params(layout, 950);
+        w[layout.layers[0].wk] = NAN;
+        const Batch batch = random_batch(3, 20, c.vocab, c.classes, 951);
+        Workspace<double> ws;
+        forward<double>(c, layout, w, batch, ws);
+        const auto ref = logits<double>(c, batch, ws);
+        CudaSession session = make_cuda_session(c, {MatmulPrecision::fp32, false, true});
+        upload_parameters(session, std::vector<float>(w.begin(), w.end()));
+        std::vector<float> got(ref.size(), 0.0f);
+        cuda_forward(session, batch, got);
+        ASSERT_EQ(got.size(), ref.size());
+        std::size_t ref_nan = 0, same = 0;
+        for (std::size_t i = 0; i < ref.size(); ++i) {
+            ref_nan += std::isnan(ref[i]);
+            same += std::isnan(ref[i]) == std::isnan(got[i]);
+        }
+        SCOPED_TRACE("heads " + std::to_string(heads));
+        EXPECT_GT(ref_nan, ref.size() / 2);
+        EXPECT_EQ(same, ref.size());
     }
 }
 

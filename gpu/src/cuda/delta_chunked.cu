@@ -12,6 +12,8 @@
 // (lane c keeps column c); the seven products run as mma.m16n8k8 on TF32 operands split in
 // two (x = hi + lo, a b ~ a_hi b_hi + a_hi b_lo + a_lo b_hi, "3xTF32"), which keeps fp32 accuracy:
 // the recurrent state stays fp32 as the issue asks, whatever --matmul says.
+#include <array>
+#include <atomic>
 #include <cstdint>
 
 #include "activations.cuh"
@@ -24,12 +26,12 @@ namespace {
 constexpr int DH = 32;       // head dimension (keys and values)
 constexpr int C = 16;        // steps per chunk: the mma's M
 constexpr int warps_per_block = 2;
-constexpr int ld32 = DH + 4;  // row strides of the tiles: fragment loads then hit 32 distinct banks
+constexpr int ld32 = DH + 4;  // row strides of the tiles: the A and K^T fragment loads hit 32 distinct banks
 constexpr int ld16 = C + 4;
 constexpr float norm_eps = 1e-6f;  // as in recurrences.cu and the CPU reference
 
 // One warp's shared memory, in floats (every offset a multiple of 4: 16-byte aligned rows). 13 KiB,
-// so that 16 warps fit in an SM (the first version also staged the conv's input rows here: 20 KiB,
+// so that 16 warps fit in an H100 SM (the first version also staged the conv's input rows here: 20 KiB,
 // 10 warps, and the kernel waited on latencies with no other warp to run: 179 us against the
 // step-by-step kernel's 139 at T = 40, ncu on the H100).
 struct Tiles {
@@ -43,16 +45,25 @@ struct Tiles {
     static constexpr int floats = norm + 2 * C;
 };
 
-// x = hi + lo with hi and lo rounded to TF32 (10-bit mantissas), to nearest, ties away from zero as
-// cvt.rna.tf32.f32 does for finite x, in two integer instructions each: ncu counted ~5200
-// instructions per warp and chunk with cvt.rna, 41% of them integer and compare work.
-__device__ std::uint32_t round_to_tf32(std::uint32_t bits) { return (bits + 0x1000u) & 0xffffe000u; }
+// x = hi + lo with hi and lo rounded to TF32 (10-bit mantissas, 11 significant bits), to nearest.
+// hi by Veltkamp's split, c = (2^13 + 1) x, hi = c - (c - x): three float instructions that keep NaN
+// a NaN (c overflows for |x| > 4e34: hi is then NaN, as products that large only come after
+// divergence). lo = x - hi is exact (at most 13 bits; the mma would truncate it to 11), so it is
+// rounded by adding half a TF32 unit to its bits and clearing the low 13 (x is finite there, or hi is
+// NaN). Measured alternatives (ncu, H100): cvt.rna.tf32.f32 is no single instruction on sm_90 (~5200
+// instructions per warp and chunk, 41% integer and compare work); the integer rounding for hi as well
+// was the fastest but turned a NaN into zero, so that a NaN in k, q or S left the output finite (found
+// in review; test NanWeightsGiveNanLogitsAsOnTheCpu); testing for NaN in each rounding cost 23% of
+// the kernel; leaving lo unrounded put two test instances over their bounds (1.1e-5 and 1.5e-5
+// against 1e-5 and 1.3e-5).
 struct Split {
     std::uint32_t hi, lo;
 };
 __device__ Split split(float x) {
-    const std::uint32_t hi = round_to_tf32(__float_as_uint(x));
-    return {hi, round_to_tf32(__float_as_uint(x - __uint_as_float(hi)))};
+    const float c = __fmul_rn(8193.0f, x);  // _rn: not contracted into an fma, which would break the split
+    const float hi = __fsub_rn(c, __fsub_rn(c, x));
+    const std::uint32_t lo = (__float_as_uint(__fsub_rn(x, hi)) + 0x1000u) & 0xffffe000u;
+    return {__float_as_uint(hi), lo};
 }
 // d += a b for one 16 x 8 x 8 tile (fragments as in the PTX ISA's mma.m16n8k8 .tf32 layout).
 __device__ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
@@ -68,7 +79,7 @@ __device__ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0
 
 // d[nt] += A B over k < 8 KS for one 16-row tile of A and NT 8-column tiles of B, in 3xTF32. A(i, k)
 // and B(k, j) read shared memory; lane 4 g + q holds, in d[nt][e], entry (g + 8 (e / 2), 8 nt + 2 q
-// + e % 2). The small terms go first, so that they are not lost against the large one.
+// + e % 2).
 template <int KS, int NT, class AT, class BT>
 __device__ void product(float (&d)[NT][4], AT A, BT B, int g, int q) {
 #pragma unroll
@@ -104,15 +115,15 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
                                                                                      const float* conv,
                                                                                      const float* zbeta, float* o,
                                                                                      float* u_out, float* final) {
-    using L = Tiles;
+    using Layout = Tiles;
     extern __shared__ __align__(16) float chunk_shared[];
     const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
     const std::size_t group = std::size_t(blockIdx.x) * warps_per_block + threadIdx.x / 32;
     if (group >= s.B * s.H) return;  // the whole warp: nothing below syncs across warps
     const std::size_t H = s.H, b = group / H, h = group % H, d = H * DH, ld = 3 * d, n0 = b * s.T;
-    float* tile = chunk_shared + (threadIdx.x / 32) * L::floats;
-    float *sk = tile + L::k, *sq = tile + L::q, *sv = tile + L::v, *lp = tile + L::lp;
-    float *ss = tile + L::s, *sbeta = tile + L::beta, *snorm = tile + L::norm;
+    float* tile = chunk_shared + (threadIdx.x / 32) * Layout::floats;
+    float *sk = tile + Layout::k, *sq = tile + Layout::q, *sv = tile + Layout::v, *lp = tile + Layout::lp;
+    float *ss = tile + Layout::s, *sbeta = tile + Layout::beta, *snorm = tile + Layout::norm;
 
     const int pad = KT - int(s.K);  // taps padded in front with zeros to KT, as recurrences.cu's load_taps
     for (int i = lane; i < DH * ld32; i += 32) ss[i] = 0;
@@ -263,27 +274,34 @@ template <int KT, bool TRAIN>
 void launch(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
             float* final, cudaStream_t stream) {
     const auto kernel = delta_forward_chunked_kernel<KT, TRAIN>;
-    const std::size_t bytes = std::size_t(warps_per_block) * Tiles::floats * sizeof(float);
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
-          "delta_forward_chunked");
+    constexpr std::size_t bytes = std::size_t(warps_per_block) * Tiles::floats * sizeof(float);
+    static_assert(bytes <= 48 * 1024, "more than a block gets without cudaFuncSetAttribute");
     const std::size_t groups = s.B * s.H;
     const unsigned blocks = unsigned((groups + warps_per_block - 1) / warps_per_block);
     kernel<<<blocks, 32 * warps_per_block, bytes, stream>>>(s, pre, conv, zbeta, o, u, final);
     check(cudaGetLastError(), "delta_forward_chunked");
 }
 
-// Whether this build has the mma kernel for the current device (sm_80 or later code).
+// Whether this build has the mma kernel for the current device (sm_80 or later code), asked once per
+// device (sessions may run on several).
 bool chunked_kernel_runs() {
+    static std::array<std::atomic<int>, 64> known{};  // 0 unknown, 1 runs, 2 does not
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= int(known.size())) return false;
+    if (const int k = known[std::size_t(device)].load()) return k == 1;
     cudaFuncAttributes a{};
-    return cudaFuncGetAttributes(&a, delta_forward_chunked_kernel<4, false>) == cudaSuccess && a.binaryVersion >= 80;
+    const bool runs = cudaFuncGetAttributes(&a, delta_forward_chunked_kernel<4, false>) == cudaSuccess &&
+                      a.binaryVersion >= 80;
+    if (!runs) (void)cudaGetLastError();  // the fallback's launch check must not see this query's error
+    known[std::size_t(device)].store(runs ? 1 : 2);
+    return runs;
 }
 
 }  // namespace
 
 bool delta_forward_in_chunks(const DeltaShape& s, std::size_t KT, const float* pre, const float* conv,
                              const float* zbeta, float* o, float* u, float* final, cudaStream_t stream) {
-    static const bool runs = chunked_kernel_runs();
-    if (s.F != 1 || s.dh != DH || !runs) return false;
+    if (s.F != 1 || s.dh != DH || !chunked_kernel_runs()) return false;
     if (KT == 4) u ? launch<4, true>(s, pre, conv, zbeta, o, u, final, stream)
                    : launch<4, false>(s, pre, conv, zbeta, o, u, final, stream);
     else u ? launch<8, true>(s, pre, conv, zbeta, o, u, final, stream)
