@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <cstdio>
 
@@ -127,6 +128,11 @@ struct CudaSessionState {
     int device = 0;
     cudaStream_t stream = nullptr;
     cublasHandle_t blas = nullptr;
+    // the weight gradients' stream, its cuBLAS handle and workspace, and the events that fork and join it
+    cudaStream_t side = nullptr;
+    cublasHandle_t blas_side = nullptr;
+    void* blas_side_workspace = nullptr;
+    std::vector<cudaEvent_t> events;
     cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
     float *params = nullptr, *grads = nullptr, *m = nullptr, *v = nullptr;
     bf16* params16 = nullptr;  // --matmul bf16: the weights rounded to bf16 after every change
@@ -151,12 +157,16 @@ struct CudaSessionState {
         cudaSetDevice(device);
         drop_graphs();
         if (blas) cublasDestroy(blas);
-        for (void* p : {(void*)params, (void*)grads, (void*)m, (void*)v, (void*)params16, (void*)decay_mask, blas_workspace, (void*)work,
+        if (blas_side) cublasDestroy(blas_side);
+        for (cudaEvent_t e : events) cudaEventDestroy(e);
+        for (void* p : {(void*)params, (void*)grads, (void*)m, (void*)v, (void*)params16, (void*)decay_mask, blas_workspace,
+                        blas_side_workspace, (void*)work,
                         (void*)params_device, (void*)results_device})
             if (p) cudaFree(p);
         for (void* p : {(void*)params_host, (void*)results_host, (void*)batch_host})
             if (p) cudaFreeHost(p);
         if (stream) cudaStreamDestroy(stream);
+        if (side) cudaStreamDestroy(side);
     }
 };
 
@@ -182,12 +192,13 @@ template <class T>
 constexpr cudaDataType_t cuda_type = std::is_same_v<T, bf16> ? CUDA_R_16BF : CUDA_R_32F;
 struct Blas {
     CudaSessionState& s;
+    cublasHandle_t handle;  // s.blas (the session's stream) or s.blas_side
     template <class In, class Out>
     void gemm(cublasOperation_t ta, cublasOperation_t tb, std::size_t m, std::size_t n, std::size_t k, const In* A,
               std::size_t lda, const In* B, std::size_t ldb, float beta, Out* C, std::size_t ldc) const {
         const float alpha = 1.0f;
         const cublasComputeType_t compute = std::is_same_v<In, bf16> ? CUBLAS_COMPUTE_32F : s.compute;
-        STATETRACK_BLAS(cublasGemmEx(s.blas, ta, tb, int(m), int(n), int(k), &alpha, A, cuda_type<In>, int(lda), B,
+        STATETRACK_BLAS(cublasGemmEx(handle, ta, tb, int(m), int(n), int(k), &alpha, A, cuda_type<In>, int(lda), B,
                                      cuda_type<In>, int(ldb), &beta, C, cuda_type<Out>, int(ldc), compute,
                                      CUBLAS_GEMM_DEFAULT));
     }
@@ -226,7 +237,7 @@ struct PassContext {
 };
 PassContext pass_context(CudaSession& session) {
     CudaSessionState& s = *session.state;
-    return {session.config, session.layout, s, Blas{s}, s.stream, s.params, s.work};
+    return {session.config, session.layout, s, Blas{s, s.blas}, s.stream, s.params, s.work};
 }
 
 void forward_pass(CudaSession& session, const Plan& p) {
@@ -283,44 +294,87 @@ void forward_pass(CudaSession& session, const Plan& p) {
     add_bias(ws + p.logits, W + L.head_bias, N, p.C, st);
 }
 
+// The weight gradients dW += dY^T X feed only the gradient norm and AdamW, so they run on a second
+// stream beside the chain of input gradients: each forks after everything enqueued so far on the
+// session's stream (its dY is written) and is joined back before the session's stream overwrites one
+// of its operands, and before the step goes on (the last join). Same products, same order on each
+// stream: the bits do not change. Overlapped so with the memory-bound kernels of the chain, they
+// save 1.6% of the deltanet step at T = 40 (4.8% without a graph or with exact fp32 products) and
+// ~0.4% at T = 256, for a second cuBLAS workspace (+96 MiB in use; H100, docs/PERFORMANCE.md).
+struct SideProducts {
+    CudaSessionState& s;
+    Blas blas{s, s.blas_side};
+    std::size_t used = 0;
+    cudaEvent_t last = nullptr;
+    cudaEvent_t event() {
+        if (used == s.events.size()) throw std::logic_error("SideProducts: more weight gradients than events");
+        return s.events[used++];
+    }
+    template <class In>
+    cudaEvent_t weight_grad(const In* X, std::size_t ldx, const In* dY, std::size_t lddy, float* dW, std::size_t rows,
+                            std::size_t in, std::size_t out) {
+        const cudaEvent_t fork = event(), done = event();
+        STATETRACK_CUDA(cudaEventRecord(fork, s.stream));
+        STATETRACK_CUDA(cudaStreamWaitEvent(s.side, fork));
+        blas.weight_grad(X, ldx, dY, lddy, dW, rows, in, out);
+        STATETRACK_CUDA(cudaEventRecord(done, s.side));
+        return last = done;
+    }
+    // The session's stream waits for the side products up to `done` (nullptr: none).
+    void join(cudaEvent_t done) {
+        if (done) STATETRACK_CUDA(cudaStreamWaitEvent(s.stream, done));
+    }
+};
+// Events a backward pass uses: a fork and a join for the head's and each layer's (at most 5) weight
+// gradients on the side stream.
+std::size_t side_events(std::size_t layers) { return 2 * (1 + 5 * layers); }
+
 void backward_pass(CudaSession& session, const Plan& p) {
     const auto [c, L, s, blas, st, W, ws] = pass_context(session);
     float* G = s.grads;
     const std::size_t N = p.N, d = p.d;
     float* dx = ws + p.dx;
     float* dxn = ws + p.dxn;
+    SideProducts side{s};
     STATETRACK_CUDA(cudaMemsetAsync(G, 0, session.layout.total * sizeof(float), st));
     // head and final norm
     blas.input_grad(ws + p.dlogits, p.C, W + L.head, dxn, d, N, d, p.C, false);
-    blas.weight_grad(ws + p.xnf, d, ws + p.dlogits, p.C, G + L.head, N, d, p.C);
+    side.weight_grad(ws + p.xnf, d, ws + p.dlogits, p.C, G + L.head, N, d, p.C);
     float* partials = ws + p.partials;
     column_sums(ws + p.dlogits, G + L.head_bias, N, p.C, partials, st);
     bf16* dx16 = p.mlp16 ? as16(ws + p.dx16) : nullptr;  // dx in bf16 for the MLP's products
     rmsnorm_backward(ws + p.x[c.layers], W + L.norm_f, ws + p.rf, dxn, dx, G + L.norm_f, N, d, d, false, partials, st,
                      dx16);
+    // the side products of the layer above that read s1 (dpre) and dz
+    cudaEvent_t wq_done = nullptr, wz_done = nullptr;
     for (std::size_t l = c.layers; l-- > 0;) {
         const LayerSlots& sl = L.layers[l];
         const LayerActs& a = p.layers[l];
-        // MLP
+        // MLP (s1 is written next: the layer above's dpre must have been read)
+        side.join(wq_done);
+        cudaEvent_t wdown_done, wgate_done;
         if (p.mlp16) {
             const bf16* W16 = s.params16;
             bf16 *dhm = as16(ws + p.s1), *dgu = as16(ws + p.s2);
             blas.input_grad(dx16, d, W16 + sl.wdown, dhm, p.m, N, p.m, d, false);
-            blas.weight_grad(as16(ws + a.hm), p.m, dx16, d, G + sl.wdown, N, p.m, d);
+            wdown_done = side.weight_grad(as16(ws + a.hm), p.m, dx16, d, G + sl.wdown, N, p.m, d);
             swiglu_backward(as16(ws + a.gu), dhm, dgu, N, p.m, st);
             blas.input_grad(dgu, 2 * p.m, W16 + sl.wgate, dxn, d, N, d, 2 * p.m, false);
-            blas.weight_grad(as16(ws + a.xn2), d, dgu, 2 * p.m, G + sl.wgate, N, d, 2 * p.m);
+            wgate_done = side.weight_grad(as16(ws + a.xn2), d, dgu, 2 * p.m, G + sl.wgate, N, d, 2 * p.m);
         } else {
             float* dhm = ws + p.s1;
             float* dgu = ws + p.s2;
             blas.input_grad(dx, d, W + sl.wdown, dhm, p.m, N, p.m, d, false);
-            blas.weight_grad(ws + a.hm, p.m, dx, d, G + sl.wdown, N, p.m, d);
+            wdown_done = side.weight_grad(ws + a.hm, p.m, dx, d, G + sl.wdown, N, p.m, d);
             swiglu_backward(ws + a.gu, dhm, dgu, N, p.m, st);
             blas.input_grad(dgu, 2 * p.m, W + sl.wgate, dxn, d, N, d, 2 * p.m, false);
-            blas.weight_grad(ws + a.xn2, d, dgu, 2 * p.m, G + sl.wgate, N, d, 2 * p.m);
+            wgate_done = side.weight_grad(ws + a.xn2, d, dgu, 2 * p.m, G + sl.wgate, N, d, 2 * p.m);
         }
+        side.join(wdown_done);  // dx is added to next
         rmsnorm_backward(ws + a.x_mid, W + sl.norm2, ws + a.r2, dxn, dx, G + sl.norm2, N, d, d, true, partials, st);
-        // mixer
+        // mixer (s2, dgu above, is written next)
+        side.join(wgate_done);
+        cudaEvent_t wo_done = nullptr;
         if (c.mixer == Mixer::lstm) {
             float* dH = ws + p.s1;
             float* dZ = ws + p.s2;
@@ -343,28 +397,31 @@ void backward_pass(CudaSession& session, const Plan& p) {
             float* dpre = ws + p.s1;
             float* dz = ws + p.dz;
             blas.input_grad(dx, d, W + sl.wo, dOn, d, N, d, d, false);
-            blas.weight_grad(ws + a.on, d, dx, d, G + sl.wo, N, d, d);
+            wo_done = side.weight_grad(ws + a.on, d, dx, d, G + sl.wo, N, d, d);
             rmsnorm_backward(ws + a.o, W + sl.onorm, ws + a.ro, dOn, dO, G + sl.onorm, N, d, p.dh, false, partials, st);
+            side.join(wz_done);  // dz is written next
             if (c.mixer == Mixer::mamba) {
                 diagonal_backward(diagonal_shape(p, c), ws + a.pre, W + sl.conv_q, ws + a.zg, W + sl.decay_log,
                                   ws + a.saved, dO, dpre, G + sl.conv_q, dz, G + sl.decay_log, partials, st);
                 blas.input_grad(dz, d, W + sl.wdt, dxn, d, N, d, d, false);
-                blas.weight_grad(ws + a.xn1, d, dz, d, G + sl.wdt, N, d, d);
+                wz_done = side.weight_grad(ws + a.xn1, d, dz, d, G + sl.wdt, N, d, d);
                 column_sums(dz, G + sl.bdt, N, d, partials, st);
             } else {
                 delta_backward(delta_shape(p, c), ws + a.pre, W + sl.conv_q, ws + a.zg, ws + a.saved, ws + a.final,
                                dO, dpre, G + sl.conv_q, dz, partials, st);
                 blas.input_grad(dz, p.gw, W + sl.wbeta, dxn, d, N, d, p.gw, false);
-                blas.weight_grad(ws + a.xn1, d, dz, p.gw, G + sl.wbeta, N, d, p.gw);
+                wz_done = side.weight_grad(ws + a.xn1, d, dz, p.gw, G + sl.wbeta, N, d, p.gw);
             }
             blas.input_grad(dpre, p.qkv, W + sl.wq, dxn, d, N, d, p.qkv, true);
-            blas.weight_grad(ws + a.xn1, d, dpre, p.qkv, G + sl.wq, N, d, p.qkv);
+            wq_done = side.weight_grad(ws + a.xn1, d, dpre, p.qkv, G + sl.wq, N, d, p.qkv);
         }
         // the dx of the layer below (its MLP's operand); the first layer's goes to the embedding only
+        side.join(wo_done);  // dx (and dx16) are written next
         rmsnorm_backward(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, N, d, d, true, partials, st,
                          l > 0 ? dx16 : nullptr);
     }
     embed_backward(reinterpret_cast<const std::int32_t*>(ws + p.tokens), dx, G + L.embed, N, d, c.vocab, partials, st);
+    side.join(side.last);  // every weight gradient is in G before the gradient norm
 }
 
 // Makes the workspace hold `p`; a move of the buffer invalidates every captured graph.
@@ -565,13 +622,17 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
     STATETRACK_BLAS(cublasSetStream(s.blas, s.stream));
     s.blas_workspace = device_alloc<char>(s, blas_workspace_bytes);
     STATETRACK_BLAS(cublasSetWorkspace(s.blas, s.blas_workspace, blas_workspace_bytes));
-    if (options.matmul == MatmulPrecision::fp32) {
-        s.compute = CUBLAS_COMPUTE_32F_PEDANTIC;
-        STATETRACK_BLAS(cublasSetMathMode(s.blas, CUBLAS_PEDANTIC_MATH));
-    } else {
-        s.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-        STATETRACK_BLAS(cublasSetMathMode(s.blas, CUBLAS_TF32_TENSOR_OP_MATH));
-    }
+    STATETRACK_CUDA(cudaStreamCreateWithFlags(&s.side, cudaStreamNonBlocking));
+    STATETRACK_BLAS(cublasCreate(&s.blas_side));
+    STATETRACK_BLAS(cublasSetStream(s.blas_side, s.side));
+    s.blas_side_workspace = device_alloc<char>(s, blas_workspace_bytes);
+    STATETRACK_BLAS(cublasSetWorkspace(s.blas_side, s.blas_side_workspace, blas_workspace_bytes));
+    s.events.resize(side_events(config.layers));
+    for (cudaEvent_t& e : s.events) STATETRACK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    const bool exact = options.matmul == MatmulPrecision::fp32;
+    s.compute = exact ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F_FAST_TF32;
+    for (cublasHandle_t h : {s.blas, s.blas_side})
+        STATETRACK_BLAS(cublasSetMathMode(h, exact ? CUBLAS_PEDANTIC_MATH : CUBLAS_TF32_TENSOR_OP_MATH));
     s.params = device_alloc<float>(s, total), s.grads = device_alloc<float>(s, total);
     if (options.matmul == MatmulPrecision::bf16) s.params16 = device_alloc<bf16>(s, total);
     s.m = device_alloc<float>(s, total), s.v = device_alloc<float>(s, total);
