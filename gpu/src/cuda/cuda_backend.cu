@@ -324,6 +324,11 @@ struct SideProducts {
     void join(cudaEvent_t done) {
         if (done) STATETRACK_CUDA(cudaStreamWaitEvent(s.stream, done));
     }
+    // Also on the way out of an exception: the session's stream (which every call synchronises)
+    // must not run ahead of side products still writing G or reading the workspace.
+    ~SideProducts() {
+        if (last) cudaStreamWaitEvent(s.stream, last);
+    }
 };
 // Events a backward pass uses: a fork and a join for the head's and each layer's (at most 5) weight
 // gradients on the side stream.
