@@ -1,8 +1,12 @@
 #pragma once
-// The scalar activations that several kernel files share (fp32; one definition each).
+// The scalar activations and constants that several kernel files share (fp32; one definition each).
 #include <cuda_runtime.h>
 
 namespace statetrack::gpu::cuda {
+
+// The eps of RMSNorm, 1 / sqrt(mean(x^2) + eps), and of the L2 norms, x / sqrt(sum(x^2) + eps), as in
+// cpu_backend.cpp.
+constexpr float norm_eps = 1e-6f;
 
 __device__ inline float sigmoidf(float z) { return 1.0f / (1.0f + expf(-z)); }
 __device__ inline float siluf(float z) { return z * sigmoidf(z); }

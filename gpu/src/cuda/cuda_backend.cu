@@ -324,8 +324,13 @@ struct SideProducts {
     void join(cudaEvent_t done) {
         if (done) STATETRACK_CUDA(cudaStreamWaitEvent(s.stream, done));
     }
-    // Also on the way out of an exception: the session's stream (which every call synchronises)
-    // must not run ahead of side products still writing G or reading the workspace.
+    // Every weight gradient is in G before the gradient norm.
+    void finish() {
+        join(last);
+        last = nullptr;
+    }
+    // On the way out of an exception too, the session's stream (which every call synchronises) must
+    // not run ahead of side products still writing G or reading the workspace.
     ~SideProducts() {
         if (last) cudaStreamWaitEvent(s.stream, last);
     }
@@ -350,12 +355,13 @@ void backward_pass(CudaSession& session, const Plan& p) {
     bf16* dx16 = p.mlp16 ? as16(ws + p.dx16) : nullptr;  // dx in bf16 for the MLP's products
     rmsnorm_backward(ws + p.x[c.layers], W + L.norm_f, ws + p.rf, dxn, dx, G + L.norm_f, N, d, d, false, partials, st,
                      dx16);
-    // the side products of the layer above that read s1 (dpre) and dz
-    cudaEvent_t wq_done = nullptr, wz_done = nullptr;
+    // the last side product of the layer above (wq, after wbeta or wdt): it reads s1 (dpre), and
+    // joining it also covers the one that reads dz
+    cudaEvent_t wq_done = nullptr;
     for (std::size_t l = c.layers; l-- > 0;) {
         const LayerSlots& sl = L.layers[l];
         const LayerActs& a = p.layers[l];
-        // MLP (s1 is written next: the layer above's dpre must have been read)
+        // MLP (s1 is written next, and dz in the mixer: the layer above's side products are done)
         side.join(wq_done);
         cudaEvent_t wdown_done, wgate_done;
         if (p.mlp16) {
@@ -404,18 +410,17 @@ void backward_pass(CudaSession& session, const Plan& p) {
             blas.input_grad(dx, d, W + sl.wo, dOn, d, N, d, d, false);
             wo_done = side.weight_grad(ws + a.on, d, dx, d, G + sl.wo, N, d, d);
             rmsnorm_backward(ws + a.o, W + sl.onorm, ws + a.ro, dOn, dO, G + sl.onorm, N, d, p.dh, false, partials, st);
-            side.join(wz_done);  // dz is written next
             if (c.mixer == Mixer::mamba) {
                 diagonal_backward(diagonal_shape(p, c), ws + a.pre, W + sl.conv_q, ws + a.zg, W + sl.decay_log,
                                   ws + a.saved, dO, dpre, G + sl.conv_q, dz, G + sl.decay_log, partials, st);
                 blas.input_grad(dz, d, W + sl.wdt, dxn, d, N, d, d, false);
-                wz_done = side.weight_grad(ws + a.xn1, d, dz, d, G + sl.wdt, N, d, d);
+                side.weight_grad(ws + a.xn1, d, dz, d, G + sl.wdt, N, d, d);
                 column_sums(dz, G + sl.bdt, N, d, partials, st);
             } else {
                 delta_backward(delta_shape(p, c), ws + a.pre, W + sl.conv_q, ws + a.zg, ws + a.saved, ws + a.final,
                                dO, dpre, G + sl.conv_q, dz, partials, st);
                 blas.input_grad(dz, p.gw, W + sl.wbeta, dxn, d, N, d, p.gw, false);
-                wz_done = side.weight_grad(ws + a.xn1, d, dz, p.gw, G + sl.wbeta, N, d, p.gw);
+                side.weight_grad(ws + a.xn1, d, dz, p.gw, G + sl.wbeta, N, d, p.gw);
             }
             blas.input_grad(dpre, p.qkv, W + sl.wq, dxn, d, N, d, p.qkv, true);
             wq_done = side.weight_grad(ws + a.xn1, d, dpre, p.qkv, G + sl.wq, N, d, p.qkv);
@@ -426,7 +431,7 @@ void backward_pass(CudaSession& session, const Plan& p) {
                          l > 0 ? dx16 : nullptr);
     }
     embed_backward(reinterpret_cast<const std::int32_t*>(ws + p.tokens), dx, G + L.embed, N, d, c.vocab, partials, st);
-    side.join(side.last);  // every weight gradient is in G before the gradient norm
+    side.finish();
 }
 
 // Makes the workspace hold `p`; a move of the buffer invalidates every captured graph.

@@ -28,7 +28,6 @@ constexpr int C = 16;        // steps per chunk: the mma's M
 constexpr int warps_per_block = 2;
 constexpr int ld32 = DH + 4;  // row strides of the tiles: the A and K^T fragment loads hit 32 distinct banks
 constexpr int ld16 = C + 4;
-constexpr float norm_eps = 1e-6f;  // as in recurrences.cu and the CPU reference
 
 // One warp's shared memory, in floats (every offset a multiple of 4: 16-byte aligned rows). 13 KiB,
 // so that 16 warps fit in an H100 SM (the first version also staged the conv's input rows here: 20 KiB,

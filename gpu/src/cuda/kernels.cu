@@ -18,7 +18,6 @@ void check(cudaError_t status, const char* what) {
 
 namespace {
 
-constexpr float norm_eps = 1e-6f;
 constexpr int threads = 256;
 constexpr unsigned full_mask = 0xffffffffu;
 
@@ -392,70 +391,56 @@ __global__ void to_bf16_kernel(const float* __restrict__ x, bf16* __restrict__ y
         y[i] = __float2bfloat16_rn(x[i]);
 }
 
-// Warp per row, grid-stride; the block's loss and correct count go to partials[block] and
-// partials[blocks + block].
-constexpr std::size_t thread_row_classes = 16;  // up to this many classes, a thread per row
-__global__ void cross_entropy_kernel(const float* logits, const std::int32_t* targets, float* dlogits,
-                                     const StepParams* params, double* partials, std::size_t rows,
-                                     std::size_t classes) {
-    const unsigned lane = threadIdx.x % 32;
-    const std::size_t warps = std::size_t(gridDim.x) * blockDim.x / 32;
-    const float count = params->count;
-    double loss = 0, correct = 0;
-    if (classes <= thread_row_classes) {
-        // a row per thread: with a warp per row of 2-5 classes each row was a chain of shuffles and
-        // the kernel took 24 / 127 us at T = 40 / 256 (ncu, H100)
-        const std::size_t threads_all = std::size_t(gridDim.x) * blockDim.x;
-        for (std::size_t n = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; n < rows; n += threads_all) {
-            const float* z = logits + n * classes;
-            float* dz = dlogits + n * classes;
-            const int target = targets[n];
-            if (target < 0) {
-                for (std::size_t k = 0; k < classes; ++k) dz[k] = 0;
-                continue;
-            }
-            float zmax = z[0];  // the maximum and its first index (as std::max_element on the CPU)
-            unsigned at = 0;
-            for (std::size_t k = 1; k < classes; ++k)
-                if (z[k] > zmax) zmax = z[k], at = unsigned(k);
-            float sum = 0;
-            for (std::size_t k = 0; k < classes; ++k) sum += expf(z[k] - zmax);
-            loss += double(logf(sum) + zmax - z[target]), correct += at == unsigned(target) ? 1.0 : 0.0;
-            for (std::size_t k = 0; k < classes; ++k) {
-                float p = expf(z[k] - zmax) / sum / count;
-                if (k == std::size_t(target)) p -= 1.0f / count;
-                dz[k] = p;
-            }
+// The rows of the cross-entropy, G threads a row (G = 1 or 32), grid-stride: loss and correct
+// receive this thread's share.
+template <unsigned G>
+__device__ void cross_entropy_rows(const float* logits, const std::int32_t* targets, float* dlogits, float count,
+                                   std::size_t rows, std::size_t classes, double& loss, double& correct) {
+    const unsigned lane = threadIdx.x % G;
+    const std::size_t stride = std::size_t(gridDim.x) * blockDim.x / G;
+    for (std::size_t n = (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / G; n < rows; n += stride) {
+        const float* z = logits + n * classes;
+        float* dz = dlogits + n * classes;
+        const int target = targets[n];
+        if (target < 0) {
+            for (std::size_t k = lane; k < classes; k += G) dz[k] = 0;
+            continue;
         }
-    } else {
-        for (std::size_t n = (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; n < rows; n += warps) {
-            const float* z = logits + n * classes;
-            const int target = targets[n];
-            if (target < 0) {
-                for (std::size_t k = lane; k < classes; k += 32) dlogits[n * classes + k] = 0;
-                continue;
-            }
-            // the maximum and its first index (as std::max_element on the CPU)
-            float zmax = -INFINITY;
-            unsigned at = unsigned(classes);
-            for (std::size_t k = lane; k < classes; k += 32)
-                if (z[k] > zmax || at == unsigned(classes)) zmax = z[k], at = unsigned(k);
-            for (int s = 16; s >= 1; s /= 2) {
+        // the maximum and its first index (as std::max_element on the CPU)
+        float zmax = -INFINITY;
+        unsigned at = unsigned(classes);
+        for (std::size_t k = lane; k < classes; k += G)
+            if (z[k] > zmax || at == unsigned(classes)) zmax = z[k], at = unsigned(k);
+        float sum = 0;
+        if constexpr (G > 1) {
+            for (int s = G / 2; s >= 1; s /= 2) {
                 const float other = __shfl_xor_sync(full_mask, zmax, s);
                 const unsigned other_at = __shfl_xor_sync(full_mask, at, s);
                 if (other > zmax || (other == zmax && other_at < at)) zmax = other, at = other_at;
             }
-            float sum = 0;
-            for (std::size_t k = lane; k < classes; k += 32) sum += expf(z[k] - zmax);
-            sum = warp_sum(sum);
-            if (lane == 0) loss += double(logf(sum) + zmax - z[target]), correct += at == unsigned(target) ? 1.0 : 0.0;
-            for (std::size_t k = lane; k < classes; k += 32) {
-                float p = expf(z[k] - zmax) / sum / count;
-                if (k == std::size_t(target)) p -= 1.0f / count;
-                dlogits[n * classes + k] = p;
-            }
+        }
+        for (std::size_t k = lane; k < classes; k += G) sum += expf(z[k] - zmax);
+        if constexpr (G > 1) sum = warp_sum(sum);
+        if (lane == 0) loss += double(logf(sum) + zmax - z[target]), correct += at == unsigned(target) ? 1.0 : 0.0;
+        for (std::size_t k = lane; k < classes; k += G) {
+            float p = expf(z[k] - zmax) / sum / count;
+            if (k == std::size_t(target)) p -= 1.0f / count;
+            dz[k] = p;
         }
     }
+}
+// A thread per row up to thread_row_classes classes (with a warp per row of 2-5 classes each row was
+// a chain of shuffles: 24 / 127 us at T = 40 / 256, ncu, H100), else a warp per row; the block's loss
+// and correct count go to partials[block] and partials[blocks + block].
+constexpr std::size_t thread_row_classes = 16;
+__global__ void cross_entropy_kernel(const float* logits, const std::int32_t* targets, float* dlogits,
+                                     const StepParams* params, double* partials, std::size_t rows,
+                                     std::size_t classes) {
+    double loss = 0, correct = 0;
+    if (classes <= thread_row_classes)
+        cross_entropy_rows<1>(logits, targets, dlogits, params->count, rows, classes, loss, correct);
+    else
+        cross_entropy_rows<32>(logits, targets, dlogits, params->count, rows, classes, loss, correct);
     loss = block_sum(loss);
     __syncthreads();  // block_sum's shared partials are reused
     correct = block_sum(correct);

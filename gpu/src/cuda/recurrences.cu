@@ -22,7 +22,6 @@ namespace {
 
 constexpr unsigned full_mask = 0xffffffffu;
 constexpr int block_threads = 128;
-constexpr float norm_eps = 1e-6f;
 
 
 template <int DH>
