@@ -114,15 +114,14 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
                                                                                      const float* conv,
                                                                                      const float* zbeta, float* o,
                                                                                      float* u_out, float* final) {
-    using Layout = Tiles;
     extern __shared__ __align__(16) float chunk_shared[];
     const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
     const std::size_t group = std::size_t(blockIdx.x) * warps_per_block + threadIdx.x / 32;
     if (group >= s.B * s.H) return;  // the whole warp: nothing below syncs across warps
     const std::size_t H = s.H, b = group / H, h = group % H, d = H * DH, ld = 3 * d, n0 = b * s.T;
-    float* tile = chunk_shared + (threadIdx.x / 32) * Layout::floats;
-    float *sk = tile + Layout::k, *sq = tile + Layout::q, *sv = tile + Layout::v, *lp = tile + Layout::lp;
-    float *ss = tile + Layout::s, *sbeta = tile + Layout::beta, *snorm = tile + Layout::norm;
+    float* tile = chunk_shared + (threadIdx.x / 32) * Tiles::floats;
+    float *sk = tile + Tiles::k, *sq = tile + Tiles::q, *sv = tile + Tiles::v, *lp = tile + Tiles::lp;
+    float *ss = tile + Tiles::s, *sbeta = tile + Tiles::beta, *snorm = tile + Tiles::norm;
 
     const int pad = KT - int(s.K);  // taps padded in front with zeros to KT, as recurrences.cu's load_taps
     for (int i = lane; i < DH * ld32; i += 32) ss[i] = 0;
