@@ -138,14 +138,22 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
         // 1. Conv + SiLU of the lane's three columns into Q, K, V, one column at a time: the rows t0
         // .. t0 + C - 1 before the conv (zeros past the word; a warp reads 128 contiguous bytes per
         // row) after the KT - 1 rows kept from the chunk before (zeros before the word).
+        // Each load's address steps from the one before: written as pre + (n0 + t0 + i) ld + ..., the
+        // compiler kept 48 precomputed 64-bit addresses across chunks (spilled) and paid ~10 instructions a
+        // load; the empty asm makes each step opaque, so that nothing is hoisted.
+        const float* rows = pre + (n0 + t0) * ld + h * DH + lane;
 #pragma unroll
         for (int slot = 0; slot < 3; ++slot) {
             float x[C + KT - 1];  // x[i]: the column at row t0 - KT + 1 + i
 #pragma unroll
             for (int j = 0; j + 1 < KT; ++j) x[j] = halo[slot][j];
+            const float* src = rows + slot * d;
 #pragma unroll
-            for (int i = 0; i < C; ++i)
-                x[KT - 1 + i] = t0 + i < s.T ? __ldg(pre + (n0 + t0 + i) * ld + slot * d + h * DH + lane) : 0.0f;
+            for (int i = 0; i < C; ++i) {
+                x[KT - 1 + i] = i < len ? __ldg(src) : 0.0f;
+                src += ld;
+                asm("" : "+l"(src));
+            }
             // the column's taps, read each chunk (L1-cached): 3 KT registers held throughout spilled
             float w[KT];
 #pragma unroll
