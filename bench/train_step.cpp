@@ -3,7 +3,8 @@
 // time for a deltanet to reach scaled accuracy 1.0 on parity at test lengths 40-256.
 //
 //   bench_train_step [--steps N] [--out FILE] [--learn | --only-learn] [--learn-steps N (6000)] [--lr X (1e-2)]
-//   bench_train_step --profile     (for ncu: deltanet at T = 40 and 256, three steps each without a graph)
+//   bench_train_step --profile [--profile-model M]   (for ncu: deltanet, or M, at T = 40 and 256, three steps
+//                                                     each without a graph)
 //
 // Targets (issue 7, one H100): 2-layer deltanet, d_model 128, 4 heads, batch 1024: <= 1.7 ms/step
 // at T = 40 and <= 6 ms/step at T = 256. Without a GPU it says so and exits 0.
@@ -187,7 +188,7 @@ int main(int argc, char** argv) {
     std::size_t steps = 50, learn_steps = 6000;
     double lr = 1e-2;
     bool do_learn = false, only_learn = false, profile = false;
-    std::string out = "bench_train_step.json";
+    std::string out = "bench_train_step.json", profile_model = "deltanet";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto value = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -198,8 +199,10 @@ int main(int argc, char** argv) {
         else if (a == "--learn-steps") learn_steps = std::stoul(value());
         else if (a == "--lr") lr = std::stod(value());
         else if (a == "--profile") profile = true;
+        else if (a == "--profile-model") profile_model = value();
         else {
-            fmt::print(stderr, "usage: bench_train_step [--steps N] [--out FILE] [--learn|--only-learn] [--learn-steps N] [--lr X]\n");
+            fmt::print(stderr, "usage: bench_train_step [--steps N] [--out FILE] [--learn|--only-learn] [--learn-steps N] [--lr X] "
+                               "[--profile [--profile-model M]]\n");
             return 2;
         }
     }
@@ -209,9 +212,10 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (profile) {
-        // For a profiler (ncu): deltanet at T = 40 then T = 256, three steps each without a graph, so
+        // For a profiler (ncu): the model at T = 40 then T = 256, three steps each without a graph, so
         // every kernel shows as its own launch; the last step of each is the one to read.
-        for (std::size_t T : {40, 256}) time_shape({"deltanet", "deltanet", 2, T, 2, 2, MatmulPrecision::tf32, false}, 1024, 0);
+        for (std::size_t T : {40, 256})
+            time_shape({profile_model, profile_model, 2, T, 2, 2, MatmulPrecision::tf32, false}, 1024, 0);
         return 0;
     }
     nlohmann::json result = {{"device", cuda_device_description()}, {"steps", steps}};

@@ -88,7 +88,7 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
         } else {
             a.pre = take(N * p.qkv), a.zg = take(N * p.gw);  // the recurrences apply the conv themselves
             if (training) {
-                if (mamba) a.saved = take(N * p.H * p.dh * p.dh);
+                if (mamba) a.saved = take(diagonal_saved_floats(diagonal_shape(p, c)));
                 else a.saved = take(N * p.F * d), a.final = take(B * p.H * p.dh * p.dh);
             }
             a.o = take(N * d), a.ro = take(N * p.H), a.on = take(N * d);

@@ -127,12 +127,15 @@ struct DiagonalShape {
 };
 // The diagonal recurrence with the conv + SiLU of its inputs fused in, as for the delta rules.
 // pre: [N][3 d] = [q | k | v] before the conv; conv: [3 d][K]; zdt: [N][d] (bias added);
-// decay_log: [d]. Training keeps every state.
+// decay_log: [d]. Training (saved not null) keeps the state after every second step in `saved`
+// (diagonal_saved_floats floats).
+std::size_t diagonal_saved_floats(const DiagonalShape& s);
 void diagonal_forward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
-                      const float* decay_log, float* o, float* states, cudaStream_t stream);
-// Out: dpre, dconv (+=), dzdt, ddecay_log (+=); the += sums over the words in a fixed order.
+                      const float* decay_log, float* o, float* saved, cudaStream_t stream);
+// Recomputes the state between two checkpoints. Out: dpre, dconv (+=), dzdt, ddecay_log (+=); the +=
+// sums over the words in a fixed order.
 void diagonal_backward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
-                       const float* decay_log, const float* states, const float* dO, float* dpre, float* dconv,
+                       const float* decay_log, float* saved, const float* dO, float* dpre, float* dconv,
                        float* dzdt, float* ddecay_log, float* partials, cudaStream_t stream);
 std::size_t diagonal_backward_partials(const DiagonalShape& s);
 

@@ -159,11 +159,13 @@ std::size_t staged_floats(std::size_t slots, std::size_t chunk, std::size_t KT, 
     return slots * (2 * chunk + KT - 1 + (backward ? 2 * KT - 1 : 0));
 }
 // At most 32 steps, fewer where a block would need more than 64 KiB (three blocks fit in an SM's
-// shared memory, as many as the delta backward's registers allow), at least 1.
-std::size_t conv_chunk(std::size_t slots, std::size_t KT) {
+// shared memory, as many as the delta backward's registers allow), at least 1; a multiple of
+// `multiple` (the diagonal recurrence's state checkpoints, below).
+std::size_t conv_chunk(std::size_t slots, std::size_t KT, std::size_t multiple = 1) {
     const std::size_t per_lane = 64 * 1024 / sizeof(float) / block_threads, fixed = 3 * KT - 2;
     const std::size_t fit = per_lane / slots > fixed ? (per_lane / slots - fixed) / 2 : 0;
-    return std::clamp<std::size_t>(fit, 1, 32);
+    const std::size_t chunk = std::clamp<std::size_t>(fit, 1, 32);
+    return std::max(multiple, chunk / multiple * multiple);
 }
 __device__ LaneArea lane_area(std::size_t offset, std::size_t length) {
     extern __shared__ float lane_shared[];
@@ -450,17 +452,49 @@ __device__ Gate diagonal_gate(float zdt, float decay_log, bool signed_range) {
     return g;
 }
 
+// Training keeps the state after every second step only (a checkpoint: steps 1, 3, 5, ...), and the
+// backward recomputes the state between two checkpoints in registers. Keeping every state took N H
+// dh^2 floats (4.3 GB a layer at T = 256, batch 1024), written once and read twice: the traffic,
+// not the arithmetic, set the time of the mamba step. (Checkpoints every fourth step, the states
+// between them recomputed into a per-group scratch in global memory, were slower overall: the
+// scratch did not stay in L2, and the backward took 3.15 ms a layer at T = 256 against 2.61 here;
+// H100, docs/PERFORMANCE.md, 2026-11-26.)
+constexpr std::size_t state_every = 2;
+// The checkpoints of a word and head: [B][T / 2][H][dh][dh], the state after step 2 j + 1 at j.
+__device__ inline float* diagonal_checkpoint(const DiagonalShape& s, float* saved, std::size_t b, std::size_t h,
+                                             std::size_t j) {
+    return saved + ((b * (s.T / state_every) + j) * s.H + h) * s.dh * s.dh;
+}
+// S <- Diag(a) S + k v^T for lane c's column, a and k (this lane's key index) broadcast in turn
+// through kb: one function, so that the backward's recomputed states are the forward's bit for bit,
+// and one broadcast buffer, so that the backward's recomputation fits its registers.
+template <int DH>
+__device__ void diagonal_update(float (&S)[DH], float (&kb)[DH], float a, float k, float v, float* slot, int c) {
+    broadcast<DH>(a, slot, c, kb);
+#pragma unroll
+    for (int r = 0; r < DH; ++r) S[r] *= kb[r];
+    broadcast<DH>(k, slot, c, kb);
+#pragma unroll
+    for (int r = 0; r < DH; ++r) S[r] = fmaf(kb[r], v, S[r]);
+}
+// Lane c's column of a [DH][DH] state into memory.
+template <int DH>
+__device__ void store_column(float* state, int c, const float (&S)[DH]) {
+#pragma unroll
+    for (int r = 0; r < DH; ++r) state[r * DH + c] = S[r];
+}
+
 // Lane (h, c) of the diagonal recurrence has the columns q, k, v of channel h dh + c (slots 0, 1, 2).
 template <int DH, int KT, bool TRAIN>
 __global__ void __launch_bounds__(block_threads) diagonal_forward_kernel(DiagonalShape s, Conv cv, const float* zdt,
                                                                          const float* decay_log, float* o,
-                                                                         float* states) {
+                                                                         float* saved) {
     const Place p = place<DH>(s.B, s.H);
     const std::size_t H = s.H, d = H * DH, ch = p.h * DH + p.c;
     const ConvAreas<KT> area(cv, diagonal_slots);
     const LaneArea& stage = area.stage;
     auto column = [d, ch](std::size_t slot) { return slot * d + ch; };
-    float S[DH], ab[DH], kb[DH];
+    float S[DH], kb[DH];
 #pragma unroll
     for (int r = 0; r < DH; ++r) S[r] = 0;
     const float wlog = decay_log[ch];
@@ -472,29 +506,23 @@ __global__ void __launch_bounds__(block_threads) diagonal_forward_kernel(Diagona
             const std::size_t n = n0 + t, i = t - t0;
             const float a = diagonal_gate(zdt[n * d + ch], wlog, s.signed_range).a;  // lane c holds a[c] (key index c)
             const float q = siluf(stage.at(0, i)), k = siluf(stage.at(1, i)), v = siluf(stage.at(2, i));
-            broadcast<DH>(a, p.slot, p.c, ab);
-            broadcast<DH>(k, p.slot, p.c, kb);
-#pragma unroll
-            for (int r = 0; r < DH; ++r) S[r] = ab[r] * S[r] + kb[r] * v;
+            diagonal_update<DH>(S, kb, a, k, v, p.slot, p.c);
             broadcast<DH>(q, p.slot, p.c, kb);
             float out = 0;
 #pragma unroll
             for (int r = 0; r < DH; ++r) out += S[r] * kb[r];
             if (p.valid) {
                 o[n * d + ch] = out;
-                if (TRAIN) {
-                    float* dst = states + ((n * H + p.h) * DH) * DH + p.c;
-#pragma unroll
-                    for (int r = 0; r < DH; ++r) dst[r * DH] = S[r];
-                }
+                if (TRAIN && (t + 1) % state_every == 0)
+                    store_column<DH>(diagonal_checkpoint(s, saved, p.b, p.h, (t + 1) / state_every - 1), p.c, S);
             }
         }
     }
 }
 
 template <int DH, int KT>
-__global__ void __launch_bounds__(block_threads) diagonal_backward_kernel(DiagonalShape s, Conv cv, const float* zdt,
-                                                                          const float* decay_log, const float* states,
+__global__ void __launch_bounds__(block_threads, 3) diagonal_backward_kernel(DiagonalShape s, Conv cv, const float* zdt,
+                                                                          const float* decay_log, float* saved,
                                                                           const float* dO, float* dpre, float* partials,
                                                                           float* dzdt) {
     const Place p = place<DH>(s.B, s.H);
@@ -509,42 +537,67 @@ __global__ void __launch_bounds__(block_threads) diagonal_backward_kernel(Diagon
     const float wlog = decay_log[ch];
     float dwlog = 0;
     const std::size_t n0 = p.b * s.T;
+    // One step back: lane c's column of S_t (St) and S_{t-1} (Sp), by index r, read from memory or
+    // from registers; at the word's first step (first) there is no S_{t-1}.
+    auto step = [&](std::size_t t, std::size_t i, auto St, auto Sp, bool first) {
+        const std::size_t n = n0 + t;
+        const float z = zdt[n * d + ch];
+        const Gate gate = diagonal_gate(z, wlog, s.signed_range);
+        const float zq = stage.at(0, i), zk = stage.at(1, i), zv = stage.at(2, i);
+        const float q = siluf(zq), k = siluf(zk), v = siluf(zv);
+        const float g = dO[n * d + ch];
+        // dq = S_t g; dS += q g^T
+#pragma unroll
+        for (int r = 0; r < DH; ++r) w[r] = St(r) * g;
+        const float dq = transpose_reduce<DH>(w, p.c);
+        broadcast<DH>(q, p.slot, p.c, kb);
+#pragma unroll
+        for (int r = 0; r < DH; ++r) dS[r] += kb[r] * g;
+        broadcast<DH>(k, p.slot, p.c, kb);
+        float dv = 0;
+#pragma unroll
+        for (int r = 0; r < DH; ++r) dv += dS[r] * kb[r];
+#pragma unroll
+        for (int r = 0; r < DH; ++r) w[r] = first ? 0.0f : dS[r] * Sp(r);
+        const float da = transpose_reduce<DH>(w, p.c);
+#pragma unroll
+        for (int r = 0; r < DH; ++r) w[r] = dS[r] * v;
+        const float dk = transpose_reduce<DH>(w, p.c);
+        broadcast<DH>(gate.a, p.slot, p.c, kb);
+#pragma unroll
+        for (int r = 0; r < DH; ++r) dS[r] *= kb[r];
+        const float common = da * (s.signed_range ? 2.0f : 1.0f) * gate.decay;
+        dwlog -= common * gate.delta * gate.ew;
+        stage.at(0, i) = dq * silu_gradf(zq), stage.at(1, i) = dk * silu_gradf(zk), stage.at(2, i) = dv * silu_gradf(zv);
+        if (p.valid) dzdt[n * d + ch] = -common * gate.ew * sigmoidf(z);
+    };
+    auto in_memory = [&](std::size_t j) {  // checkpoint j: the state after step 2 j + 1
+        const float* column = diagonal_checkpoint(s, saved, p.b, p.h, j) + p.c;
+        return [column](int r) { return column[r * DH]; };
+    };
+    float S[DH];  // the state after the pair's first step, recomputed
     for (std::size_t t1 = s.T; t1 > 0;) {
-        const std::size_t t0 = t1 > cv.chunk ? t1 - cv.chunk : 0;
+        const std::size_t t0 = (t1 - 1) / cv.chunk * cv.chunk;  // even: the chunk's length is
         stage_conv<KT>(cv, area, diagonal_slots, column, n0, t0, t1);
-        for (std::size_t t = t1; t-- > t0;) {
-            const std::size_t n = n0 + t, i = t - t0;
-            const float z = zdt[n * d + ch];
-            const Gate gate = diagonal_gate(z, wlog, s.signed_range);
-            const float zq = stage.at(0, i), zk = stage.at(1, i), zv = stage.at(2, i);
-            const float q = siluf(zq), k = siluf(zk), v = siluf(zv);
-            const float g = dO[n * d + ch];
-            const float* St = states + ((n * H + p.h) * DH) * DH + p.c;
-            const float* Sp = St - H * DH * DH;  // the state of step t - 1 (zero before the word)
-            // dq = S_t g; dS += q g^T
+        // pairs of steps c0, c0 + 1 (c0 even; the word's last may be alone), last pair first
+        for (std::size_t c1 = t1; c1 > t0;) {
+            const std::size_t c0 = (c1 - 1) / state_every * state_every, i0 = c0 - t0;
+            // S_{c0} from the checkpoint before it (zero before the word); the stage still holds this
+            // step's conv sums (the steps done so far overwrote later ones only)
+            if (c0 > 0) {
+                const auto before = in_memory(c0 / state_every - 1);
 #pragma unroll
-            for (int r = 0; r < DH; ++r) w[r] = St[r * DH] * g;
-            const float dq = transpose_reduce<DH>(w, p.c);
-            broadcast<DH>(q, p.slot, p.c, kb);
+                for (int r = 0; r < DH; ++r) S[r] = before(r);
+            } else {
 #pragma unroll
-            for (int r = 0; r < DH; ++r) dS[r] += kb[r] * g;
-            broadcast<DH>(k, p.slot, p.c, kb);
-            float dv = 0;
-#pragma unroll
-            for (int r = 0; r < DH; ++r) dv += dS[r] * kb[r];
-#pragma unroll
-            for (int r = 0; r < DH; ++r) w[r] = t > 0 ? dS[r] * Sp[r * DH] : 0.0f;
-            const float da = transpose_reduce<DH>(w, p.c);
-#pragma unroll
-            for (int r = 0; r < DH; ++r) w[r] = dS[r] * v;
-            const float dk = transpose_reduce<DH>(w, p.c);
-            broadcast<DH>(gate.a, p.slot, p.c, kb);
-#pragma unroll
-            for (int r = 0; r < DH; ++r) dS[r] *= kb[r];
-            const float common = da * (s.signed_range ? 2.0f : 1.0f) * gate.decay;
-            dwlog -= common * gate.delta * gate.ew;
-            stage.at(0, i) = dq * silu_gradf(zq), stage.at(1, i) = dk * silu_gradf(zk), stage.at(2, i) = dv * silu_gradf(zv);
-            if (p.valid) dzdt[n * d + ch] = -common * gate.ew * sigmoidf(z);
+                for (int r = 0; r < DH; ++r) S[r] = 0;
+            }
+            diagonal_update<DH>(S, kb, diagonal_gate(zdt[(n0 + c0) * d + ch], wlog, s.signed_range).a,
+                                siluf(stage.at(1, i0)), siluf(stage.at(2, i0)), p.slot, p.c);
+            auto recomputed = [&S](int r) { return S[r]; };
+            if (c1 - c0 == 2) step(c0 + 1, i0 + 1, in_memory(c0 / state_every), recomputed, false);
+            step(c0, i0, recomputed, in_memory(c0 > 0 ? c0 / state_every - 1 : 0), c0 == 0);  // not read at c0 = 0
+            c1 = c0;
         }
         conv_backward_chunk<KT>(cv, area, diagonal_slots, column, n0, t0, t1, dpre, p.valid);
         t1 = t0;
@@ -597,21 +650,23 @@ struct ConvLaunch {
     const float* w;
     std::size_t ld, K, slots;
     bool backward;
+    std::size_t multiple = 1;  // of the chunk's length
     std::size_t KT() const { return tap_length(K); }
-    Conv conv() const { return {pre, w, ld, int(K), conv_chunk(slots, KT())}; }
-    std::size_t bytes() const { return staged_floats(slots, conv_chunk(slots, KT()), KT(), backward) * block_threads * sizeof(float); }
+    std::size_t chunk() const { return conv_chunk(slots, KT(), multiple); }
+    Conv conv() const { return {pre, w, ld, int(K), chunk()}; }
+    std::size_t bytes() const { return staged_floats(slots, chunk(), KT(), backward) * block_threads * sizeof(float); }
 };
 
 // The backward stages the most (carry and tap gradients), plus place()'s broadcast slots.
-std::size_t recurrence_shared_bytes(std::size_t slots, std::size_t K) {
-    const ConvLaunch backward{nullptr, nullptr, 0, K, slots, true};
+std::size_t recurrence_shared_bytes(std::size_t slots, std::size_t K, std::size_t multiple) {
+    const ConvLaunch backward{nullptr, nullptr, 0, K, slots, true, multiple};
     return backward.bytes() + block_threads * sizeof(float);
 }
 
 }  // namespace
 
-std::size_t delta_shared_bytes(std::size_t F, std::size_t K) { return recurrence_shared_bytes(delta_slots(F), K); }
-std::size_t diagonal_shared_bytes(std::size_t K) { return recurrence_shared_bytes(diagonal_slots, K); }
+std::size_t delta_shared_bytes(std::size_t F, std::size_t K) { return recurrence_shared_bytes(delta_slots(F), K, 1); }
+std::size_t diagonal_shared_bytes(std::size_t K) { return recurrence_shared_bytes(diagonal_slots, K, state_every); }
 
 void delta_forward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
                    float* final, cudaStream_t stream) {
@@ -643,26 +698,27 @@ void delta_backward(const DeltaShape& s, const float* pre, const float* conv, co
     add_partial_sums(partials, s.B, cl.ld * s.K, dconv, stream);
 }
 
+std::size_t diagonal_saved_floats(const DiagonalShape& s) { return s.B * (s.T / state_every) * s.H * s.dh * s.dh; }
 void diagonal_forward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
-                      const float* decay_log, float* o, float* states, cudaStream_t stream) {
-    const ConvLaunch cl{pre, conv, diagonal_slots * s.H * s.dh, s.K, diagonal_slots, false};
+                      const float* decay_log, float* o, float* saved, cudaStream_t stream) {
+    const ConvLaunch cl{pre, conv, diagonal_slots * s.H * s.dh, s.K, diagonal_slots, false, state_every};
     launch_groups("diagonal_forward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
                   [&](auto dh, auto kt) {
                       constexpr int DH = decltype(dh)::value, KT = decltype(kt)::value;
-                      return states ? diagonal_forward_kernel<DH, KT, true> : diagonal_forward_kernel<DH, KT, false>;
-                  }, s, cl.conv(), zdt, decay_log, o, states);
+                      return saved ? diagonal_forward_kernel<DH, KT, true> : diagonal_forward_kernel<DH, KT, false>;
+                  }, s, cl.conv(), zdt, decay_log, o, saved);
 }
 
 std::size_t diagonal_backward_partials(const DiagonalShape& s) {
     return s.B * s.H * s.dh * (diagonal_slots * s.K + 1);
 }
 void diagonal_backward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
-                       const float* decay_log, const float* states, const float* dO, float* dpre, float* dconv,
+                       const float* decay_log, float* saved, const float* dO, float* dpre, float* dconv,
                        float* dzdt, float* ddecay_log, float* partials, cudaStream_t stream) {
-    const ConvLaunch cl{pre, conv, diagonal_slots * s.H * s.dh, s.K, diagonal_slots, true};
+    const ConvLaunch cl{pre, conv, diagonal_slots * s.H * s.dh, s.K, diagonal_slots, true, state_every};
     launch_groups("diagonal_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
                   [](auto dh, auto kt) { return diagonal_backward_kernel<decltype(dh)::value, decltype(kt)::value>; }, s,
-                  cl.conv(), zdt, decay_log, states, dO, dpre, partials, dzdt);
+                  cl.conv(), zdt, decay_log, saved, dO, dpre, partials, dzdt);
     add_partial_sums(partials, s.B, cl.ld * s.K, dconv, stream);
     add_partial_sums(partials + s.B * cl.ld * s.K, s.B, s.H * s.dh, ddecay_log, stream);
 }
