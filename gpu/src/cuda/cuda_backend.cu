@@ -4,12 +4,14 @@
 // short convolutions of q, k, v inside the recurrence kernels), cuBLAS products, and the CUDA graph
 // of a whole training step.
 // (No fmt here: nvcc rejects fmt 9's compile-time format strings.)
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
@@ -124,10 +126,22 @@ struct Graph {
 
 }  // namespace
 
+// One residual product Y = R + X W^T through cuBLASLt (its descriptors and the algorithm the
+// heuristic chose), made once per shape.
+struct ResidualProduct {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t w = nullptr, x = nullptr, r = nullptr, y = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+};
+// rows, in, out, ldx, bf16 operands
+using ResidualShape = std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, bool>;
+
 struct CudaSessionState {
     int device = 0;
     cudaStream_t stream = nullptr;
     cublasHandle_t blas = nullptr;
+    cublasLtHandle_t lt = nullptr;  // the residual products (on `stream`, with blas_workspace)
+    std::map<ResidualShape, ResidualProduct> residual_products;
     // the weight gradients' stream, its cuBLAS handle and workspace, and the events that fork and join it
     cudaStream_t side = nullptr;
     cublasHandle_t blas_side = nullptr;
@@ -156,6 +170,12 @@ struct CudaSessionState {
     ~CudaSessionState() {
         cudaSetDevice(device);
         drop_graphs();
+        for (auto& [shape, r] : residual_products) {
+            for (cublasLtMatrixLayout_t l : {r.w, r.x, r.r, r.y})
+                if (l) cublasLtMatrixLayoutDestroy(l);
+            if (r.desc) cublasLtMatmulDescDestroy(r.desc);
+        }
+        if (lt) cublasLtDestroy(lt);
         if (blas) cublasDestroy(blas);
         if (blas_side) cublasDestroy(blas_side);
         for (cudaEvent_t e : events) cudaEventDestroy(e);
@@ -208,6 +228,52 @@ struct Blas {
                  std::size_t out, bool accumulate = false) const {
         gemm(CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, W, in, X, ldx, accumulate ? 1.0f : 0.0f, Y, ldy);
     }
+    // Y[rows][out] = R + X[rows][in] W^T with R and Y [rows][out] (stride out) distinct: cublasGemmEx
+    // adds into its output only, which made the RMSNorm before each sublayer write a copy of its input
+    // to start the residual sum (a tensor per sublayer). On the session's stream.
+    template <class In>
+    void forward_residual(const In* X, std::size_t ldx, const In* W, const float* R, float* Y, std::size_t rows,
+                          std::size_t in, std::size_t out) const {
+        const ResidualProduct& p = residual_product<In>(rows, in, out, ldx);
+        const float one = 1.0f;
+        STATETRACK_BLAS(cublasLtMatmul(s.lt, p.desc, &one, W, p.w, X, p.x, &one, R, p.r, Y, p.y, &p.algo,
+                                       s.blas_workspace, blas_workspace_bytes, s.stream));
+    }
+    template <class In>
+    const ResidualProduct& residual_product(std::size_t rows, std::size_t in, std::size_t out, std::size_t ldx) const {
+        const ResidualShape shape{rows, in, out, ldx, std::is_same_v<In, bf16>};
+        if (auto found = s.residual_products.find(shape); found != s.residual_products.end()) return found->second;
+        ResidualProduct p;
+        const cublasComputeType_t compute = std::is_same_v<In, bf16> ? CUBLAS_COMPUTE_32F : s.compute;
+        STATETRACK_BLAS(cublasLtMatmulDescCreate(&p.desc, compute, CUDA_R_32F));
+        const cublasOperation_t t = CUBLAS_OP_T;
+        STATETRACK_BLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
+        // column-major views as in gemm(): W^T (out x in, stored in x out), X^T (in x rows), Y^T (out x rows)
+        STATETRACK_BLAS(cublasLtMatrixLayoutCreate(&p.w, cuda_type<In>, in, out, in));
+        STATETRACK_BLAS(cublasLtMatrixLayoutCreate(&p.x, cuda_type<In>, in, rows, ldx));
+        STATETRACK_BLAS(cublasLtMatrixLayoutCreate(&p.r, CUDA_R_32F, out, rows, out));
+        STATETRACK_BLAS(cublasLtMatrixLayoutCreate(&p.y, CUDA_R_32F, out, rows, out));
+        cublasLtMatmulPreference_t preference = nullptr;
+        STATETRACK_BLAS(cublasLtMatmulPreferenceCreate(&preference));
+        const std::size_t workspace = blas_workspace_bytes;
+        cublasLtMatmulHeuristicResult_t result{};
+        int found = 0;
+        const cublasStatus_t status =
+            cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                 sizeof(workspace));
+        if (status == CUBLAS_STATUS_SUCCESS)
+            cublasLtMatmulAlgoGetHeuristic(s.lt, p.desc, p.w, p.x, p.r, p.y, preference, 1, &result, &found);
+        cublasLtMatmulPreferenceDestroy(preference);
+        p.algo = result.algo;
+        const ResidualProduct& stored = s.residual_products[shape] = p;
+        if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
+            s.residual_products.erase(shape);
+            for (cublasLtMatrixLayout_t l : {p.w, p.x, p.r, p.y}) cublasLtMatrixLayoutDestroy(l);
+            cublasLtMatmulDescDestroy(p.desc);
+            STATETRACK_BLAS(status == CUBLAS_STATUS_SUCCESS ? CUBLAS_STATUS_NOT_SUPPORTED : status);
+        }
+        return stored;
+    }
     // dX[rows][in] (+)= dY[rows][out] W
     template <class In, class Out>
     void input_grad(const In* dY, std::size_t lddy, const In* W, Out* dX, std::size_t lddx, std::size_t rows,
@@ -248,7 +314,7 @@ void forward_pass(CudaSession& session, const Plan& p) {
     for (std::size_t l = 0; l < c.layers; ++l) {
         const LayerSlots& sl = L.layers[l];
         const LayerActs& a = p.layers[l];
-        rmsnorm_forward(ws + p.x[l], W + sl.norm1, ws + a.xn1, ws + a.r1, ws + a.x_mid, N, d, d, st);
+        rmsnorm_forward(ws + p.x[l], W + sl.norm1, ws + a.xn1, ws + a.r1, N, d, d, st);
         if (c.mixer == Mixer::lstm) {
             blas.forward(ws + a.xn1, d, W + sl.lstm_wx, ws + a.z, 4 * d, N, d, 4 * d);
             add_bias(ws + a.z, W + sl.lstm_bias, N, 4 * d, st);
@@ -259,7 +325,7 @@ void forward_pass(CudaSession& session, const Plan& p) {
                                  d, 4 * d, true);
                 lstm_cell_forward(ws + a.z, ws + a.c, ws + a.h, ws + a.hprev, p.B, p.T, t, d, st);
             }
-            blas.forward(ws + a.h, d, W + sl.wo, ws + a.x_mid, d, N, d, d, true);
+            blas.forward_residual(ws + a.h, d, W + sl.wo, ws + p.x[l], ws + a.x_mid, N, d, d);
         } else {
             blas.forward(ws + a.xn1, d, W + sl.wq, ws + a.pre, p.qkv, N, d, p.qkv);
             if (c.mixer == Mixer::mamba) {
@@ -272,24 +338,24 @@ void forward_pass(CudaSession& session, const Plan& p) {
                 delta_forward(delta_shape(p, c), ws + a.pre, W + sl.conv_q, ws + a.zg, ws + a.o,
                               p.training ? ws + a.saved : nullptr, p.training ? ws + a.final : nullptr, st);
             }
-            rmsnorm_forward(ws + a.o, W + sl.onorm, ws + a.on, ws + a.ro, nullptr, N, d, p.dh, st);
-            blas.forward(ws + a.on, d, W + sl.wo, ws + a.x_mid, d, N, d, d, true);
+            rmsnorm_forward(ws + a.o, W + sl.onorm, ws + a.on, ws + a.ro, N, d, p.dh, st);
+            blas.forward_residual(ws + a.on, d, W + sl.wo, ws + p.x[l], ws + a.x_mid, N, d, d);
         }
         if (p.mlp16) {
             const bf16* W16 = s.params16;
             bf16 *xn2 = as16(ws + a.xn2), *gu = as16(ws + a.gu), *hm = as16(ws + a.hm);
-            rmsnorm_forward(ws + a.x_mid, W + sl.norm2, nullptr, ws + a.r2, ws + p.x[l + 1], N, d, d, st, xn2);
+            rmsnorm_forward(ws + a.x_mid, W + sl.norm2, nullptr, ws + a.r2, N, d, d, st, xn2);
             blas.forward(xn2, d, W16 + sl.wgate, gu, 2 * p.m, N, d, 2 * p.m);
             swiglu_forward(gu, hm, N, p.m, st);
-            blas.forward(hm, p.m, W16 + sl.wdown, ws + p.x[l + 1], d, N, p.m, d, true);
+            blas.forward_residual(hm, p.m, W16 + sl.wdown, ws + a.x_mid, ws + p.x[l + 1], N, p.m, d);
         } else {
-            rmsnorm_forward(ws + a.x_mid, W + sl.norm2, ws + a.xn2, ws + a.r2, ws + p.x[l + 1], N, d, d, st);
+            rmsnorm_forward(ws + a.x_mid, W + sl.norm2, ws + a.xn2, ws + a.r2, N, d, d, st);
             blas.forward(ws + a.xn2, d, W + sl.wgate, ws + a.gu, 2 * p.m, N, d, 2 * p.m);
             swiglu_forward(ws + a.gu, ws + a.hm, N, p.m, st);
-            blas.forward(ws + a.hm, p.m, W + sl.wdown, ws + p.x[l + 1], d, N, p.m, d, true);
+            blas.forward_residual(ws + a.hm, p.m, W + sl.wdown, ws + a.x_mid, ws + p.x[l + 1], N, p.m, d);
         }
     }
-    rmsnorm_forward(ws + p.x[c.layers], W + L.norm_f, ws + p.xnf, ws + p.rf, nullptr, N, d, d, st);
+    rmsnorm_forward(ws + p.x[c.layers], W + L.norm_f, ws + p.xnf, ws + p.rf, N, d, d, st);
     blas.forward(ws + p.xnf, d, W + L.head, ws + p.logits, p.C, N, d, p.C);
     add_bias(ws + p.logits, W + L.head_bias, N, p.C, st);
 }
@@ -629,6 +695,7 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
     const std::size_t total = session.layout.total;
     STATETRACK_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
     STATETRACK_BLAS(cublasCreate(&s.blas));
+    STATETRACK_BLAS(cublasLtCreate(&s.lt));
     STATETRACK_BLAS(cublasSetStream(s.blas, s.stream));
     s.blas_workspace = device_alloc<char>(s, blas_workspace_bytes);
     STATETRACK_BLAS(cublasSetWorkspace(s.blas, s.blas_workspace, blas_workspace_bytes));

@@ -183,8 +183,8 @@ __device__ unsigned group_of(unsigned quad, const RowShape& s) { return s.seg ? 
 
 template <int CH, class Out>
 __global__ void rmsnorm_forward_rows_kernel(const float* __restrict__ x, const float* __restrict__ g,
-                                            Out* __restrict__ y, float* __restrict__ rinv, float* __restrict__ copy,
-                                            unsigned rows, RowShape s) {
+                                            Out* __restrict__ y, float* __restrict__ rinv, unsigned rows,
+                                            RowShape s) {
     const unsigned row = blockIdx.x * row_warps + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= rows) return;  // the whole warp
     const std::size_t at = std::size_t(row) * s.quads * 4;
@@ -205,7 +205,6 @@ __global__ void rmsnorm_forward_rows_kernel(const float* __restrict__ x, const f
         if (s.seg ? lane % s.seg == 0 : i == 0) rinv[std::size_t(row) * s.groups + group_of(i, s)] = r;
         const float4 gk = load4_unaligned(g + 4 * i), xk = v[k];
         store4(y + at + 4 * i, make_float4(gk.x * xk.x * r, gk.y * xk.y * r, gk.z * xk.z * r, gk.w * xk.w * r));
-        if (copy) store4(copy + at + 4 * i, xk);
     }
 }
 
@@ -279,8 +278,8 @@ __global__ void __launch_bounds__(row_warps * 32, norm_blocks_per_sm)
 
 // The general layouts (a width or group that is not a multiple of 4, as an LSTM's odd d_model,
 // or rows wider than 512): one warp per (row, group).
-__global__ void rmsnorm_forward_kernel(const float* x, const float* g, float* y, float* rinv, float* copy,
-                                       std::size_t rows, std::size_t width, std::size_t group) {
+__global__ void rmsnorm_forward_kernel(const float* x, const float* g, float* y, float* rinv, std::size_t rows,
+                                       std::size_t width, std::size_t group) {
     const std::size_t groups = width / group;
     const std::size_t w = (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
     const unsigned lane = threadIdx.x % 32;
@@ -291,10 +290,7 @@ __global__ void rmsnorm_forward_kernel(const float* x, const float* g, float* y,
     ss = warp_sum(ss);
     const float r = 1.0f / sqrtf(ss / float(group) + norm_eps);
     if (lane == 0) rinv[w] = r;
-    for (std::size_t i = lane; i < group; i += 32) {
-        y[at + i] = g[h * group + i] * x[at + i] * r;
-        if (copy) copy[at + i] = x[at + i];
-    }
+    for (std::size_t i = lane; i < group; i += 32) y[at + i] = g[h * group + i] * x[at + i] * r;
 }
 
 __global__ void rmsnorm_backward_kernel(const float* x, const float* g, const float* rinv, const float* dy, float* dx,
@@ -616,11 +612,11 @@ void with_chunks(unsigned chunks, F&& f) {
     else f(std::integral_constant<int, 4>{});
 }
 
-void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, float* copy, std::size_t rows,
-                     std::size_t width, std::size_t group, cudaStream_t stream, bf16* y16) {
+void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, std::size_t rows, std::size_t width,
+                     std::size_t group, cudaStream_t stream, bf16* y16) {
     RowShape shape{};
     unsigned chunks = 0;
-    const bool vector = vector_rows(rows, width, group, {x, y, copy, reinterpret_cast<const float*>(y16)}, shape, chunks);
+    const bool vector = vector_rows(rows, width, group, {x, y, reinterpret_cast<const float*>(y16)}, shape, chunks);
     if (y16 && !vector) throw std::invalid_argument("rmsnorm_forward: a bf16 output needs the row kernel's layout");
     if (vector) {
         const unsigned blocks = unsigned((rows + row_warps - 1) / row_warps);
@@ -628,14 +624,14 @@ void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, floa
             constexpr int CH = decltype(ch)::value;
             if (y16)
                 rmsnorm_forward_rows_kernel<CH, bf16>
-                    <<<blocks, row_warps * 32, 0, stream>>>(x, g, y16, rinv, copy, unsigned(rows), shape);
+                    <<<blocks, row_warps * 32, 0, stream>>>(x, g, y16, rinv, unsigned(rows), shape);
             else
                 rmsnorm_forward_rows_kernel<CH, float>
-                    <<<blocks, row_warps * 32, 0, stream>>>(x, g, y, rinv, copy, unsigned(rows), shape);
+                    <<<blocks, row_warps * 32, 0, stream>>>(x, g, y, rinv, unsigned(rows), shape);
         });
     } else {
-        rmsnorm_forward_kernel<<<blocks_for(rows * (width / group) * 32), threads, 0, stream>>>(x, g, y, rinv, copy,
-                                                                                               rows, width, group);
+        rmsnorm_forward_kernel<<<blocks_for(rows * (width / group) * 32), threads, 0, stream>>>(x, g, y, rinv, rows,
+                                                                                               width, group);
     }
     launched("rmsnorm_forward");
 }

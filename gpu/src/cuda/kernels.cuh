@@ -42,11 +42,10 @@ void embed_backward(const std::int32_t* tokens, const float* dx, float* dtable, 
                     std::size_t vocab, float* partials, cudaStream_t stream);
 std::size_t embed_backward_partials(std::size_t rows, std::size_t d, std::size_t vocab);
 
-// y = g * x * r per group of `group` columns, r = 1 / sqrt(mean(x^2) + eps); `copy` (optional)
-// receives x unchanged (it starts the residual sum of the sublayer). With y16, y is written there
-// in bf16 instead (y unused; the vectorised layouts only: width a multiple of 4, at most 512).
-void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, float* copy, std::size_t rows,
-                     std::size_t width, std::size_t group, cudaStream_t stream, bf16* y16 = nullptr);
+// y = g * x * r per group of `group` columns, r = 1 / sqrt(mean(x^2) + eps). With y16, y is written
+// there in bf16 instead (y unused; the vectorised layouts only: width a multiple of 4, at most 512).
+void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, std::size_t rows, std::size_t width,
+                     std::size_t group, cudaStream_t stream, bf16* y16 = nullptr);
 // dx (+)= r g dy - x r^3 sum(g dy x) / group (accumulate or overwrite); dg += sum_n dy x r. dx16
 // (optional, vectorised layouts only) receives a bf16 copy of the new dx.
 void rmsnorm_backward(const float* x, const float* g, const float* rinv, const float* dy, float* dx, float* dg,
