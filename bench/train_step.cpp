@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -187,7 +188,7 @@ int main(int argc, char** argv) {
     // (docs/training.md); 1e-3 stayed below 0.95 in this budget
     std::size_t steps = 50, learn_steps = 6000;
     double lr = 1e-2;
-    bool do_learn = false, only_learn = false, profile = false;
+    bool do_learn = false, only_learn = false, profile = false, model_given = false;
     std::string out = "bench_train_step.json", profile_model = "deltanet";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -199,10 +200,20 @@ int main(int argc, char** argv) {
         else if (a == "--learn-steps") learn_steps = std::stoul(value());
         else if (a == "--lr") lr = std::stod(value());
         else if (a == "--profile") profile = true;
-        else if (a == "--profile-model") profile_model = value();
+        else if (a == "--profile-model") profile_model = value(), model_given = true;
         else {
             fmt::print(stderr, "usage: bench_train_step [--steps N] [--out FILE] [--learn|--only-learn] [--learn-steps N] [--lr X] "
                                "[--profile [--profile-model M]]\n");
+            return 2;
+        }
+    }
+    if (model_given) {  // the option and the name checked before any device work
+        ModelConfig check;
+        try {
+            if (!profile) throw std::invalid_argument("--profile-model needs --profile");
+            parse_model_name(profile_model, check);
+        } catch (const std::exception& e) {
+            fmt::print(stderr, "bench_train_step: {}\n", e.what());
             return 2;
         }
     }

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <tuple>
 #include <stdexcept>
@@ -133,8 +134,14 @@ struct ResidualProduct {
     cublasLtMatrixLayout_t w = nullptr, x = nullptr, r = nullptr, y = nullptr;
     cublasLtMatmulAlgo_t algo{};
 };
-// rows, in, out, ldx, bf16 operands
-using ResidualShape = std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, bool>;
+inline void free_descriptors(ResidualProduct& r) {
+    for (cublasLtMatrixLayout_t l : {r.w, r.x, r.r, r.y})
+        if (l) cublasLtMatrixLayoutDestroy(l);
+    if (r.desc) cublasLtMatmulDescDestroy(r.desc);
+    r = {};
+}
+// rows, in, out, ldx, bf16 operands, the alignment of W in bytes
+using ResidualShape = std::tuple<std::size_t, std::size_t, std::size_t, std::size_t, bool, std::uint32_t>;
 
 struct CudaSessionState {
     int device = 0;
@@ -170,11 +177,7 @@ struct CudaSessionState {
     ~CudaSessionState() {
         cudaSetDevice(device);
         drop_graphs();
-        for (auto& [shape, r] : residual_products) {
-            for (cublasLtMatrixLayout_t l : {r.w, r.x, r.r, r.y})
-                if (l) cublasLtMatrixLayoutDestroy(l);
-            if (r.desc) cublasLtMatmulDescDestroy(r.desc);
-        }
+        for (auto& [shape, r] : residual_products) free_descriptors(r);
         if (lt) cublasLtDestroy(lt);
         if (blas) cublasDestroy(blas);
         if (blas_side) cublasDestroy(blas_side);
@@ -234,45 +237,57 @@ struct Blas {
     template <class In>
     void forward_residual(const In* X, std::size_t ldx, const In* W, const float* R, float* Y, std::size_t rows,
                           std::size_t in, std::size_t out) const {
-        const ResidualProduct& p = residual_product<In>(rows, in, out, ldx);
+        const ResidualProduct& p = residual_product<In>(rows, in, out, ldx, alignment(W));
         const float one = 1.0f;
         STATETRACK_BLAS(cublasLtMatmul(s.lt, p.desc, &one, W, p.w, X, p.x, &one, R, p.r, Y, p.y, &p.algo,
                                        s.blas_workspace, blas_workspace_bytes, s.stream));
     }
+    // The largest power of two up to 256 that divides p's address: cuBLASLt's heuristic assumes
+    // 256-byte aligned operands unless told otherwise, and the parameter buffer's tensors are aligned
+    // to their element only (the workspace's arrays are 256-byte aligned).
+    static std::uint32_t alignment(const void* p) {
+        const auto address = reinterpret_cast<std::uintptr_t>(p);
+        std::uint32_t a = 256;
+        while (a > 1 && address % a) a /= 2;
+        return a;
+    }
     template <class In>
-    const ResidualProduct& residual_product(std::size_t rows, std::size_t in, std::size_t out, std::size_t ldx) const {
-        const ResidualShape shape{rows, in, out, ldx, std::is_same_v<In, bf16>};
+    const ResidualProduct& residual_product(std::size_t rows, std::size_t in, std::size_t out, std::size_t ldx,
+                                            std::uint32_t w_alignment) const {
+        const ResidualShape shape{rows, in, out, ldx, std::is_same_v<In, bf16>, w_alignment};
         if (auto found = s.residual_products.find(shape); found != s.residual_products.end()) return found->second;
-        ResidualProduct p;
-        const cublasComputeType_t compute = std::is_same_v<In, bf16> ? CUBLAS_COMPUTE_32F : s.compute;
-        STATETRACK_BLAS(cublasLtMatmulDescCreate(&p.desc, compute, CUDA_R_32F));
-        const cublasOperation_t t = CUBLAS_OP_T;
-        STATETRACK_BLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
-        // column-major views as in gemm(): W^T (out x in, stored in x out), X^T (in x rows), Y^T (out x rows)
-        STATETRACK_BLAS(cublasLtMatrixLayoutCreate(&p.w, cuda_type<In>, in, out, in));
-        STATETRACK_BLAS(cublasLtMatrixLayoutCreate(&p.x, cuda_type<In>, in, rows, ldx));
-        STATETRACK_BLAS(cublasLtMatrixLayoutCreate(&p.r, CUDA_R_32F, out, rows, out));
-        STATETRACK_BLAS(cublasLtMatrixLayoutCreate(&p.y, CUDA_R_32F, out, rows, out));
-        cublasLtMatmulPreference_t preference = nullptr;
-        STATETRACK_BLAS(cublasLtMatmulPreferenceCreate(&preference));
-        const std::size_t workspace = blas_workspace_bytes;
-        cublasLtMatmulHeuristicResult_t result{};
-        int found = 0;
-        const cublasStatus_t status =
-            cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                                 sizeof(workspace));
-        if (status == CUBLAS_STATUS_SUCCESS)
-            cublasLtMatmulAlgoGetHeuristic(s.lt, p.desc, p.w, p.x, p.r, p.y, preference, 1, &result, &found);
-        cublasLtMatmulPreferenceDestroy(preference);
-        p.algo = result.algo;
-        const ResidualProduct& stored = s.residual_products[shape] = p;
-        if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
+        ResidualProduct& p = s.residual_products[shape];
+        try {
+            const cublasComputeType_t compute = std::is_same_v<In, bf16> ? CUBLAS_COMPUTE_32F : s.compute;
+            STATETRACK_BLAS(cublasLtMatmulDescCreate(&p.desc, compute, CUDA_R_32F));
+            const cublasOperation_t t = CUBLAS_OP_T;
+            STATETRACK_BLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
+            // column-major views as in gemm(): W^T (out x in, stored in x out), X^T (in x rows), Y^T (out x rows)
+            STATETRACK_BLAS(cublasLtMatrixLayoutCreate(&p.w, cuda_type<In>, in, out, in));
+            STATETRACK_BLAS(cublasLtMatrixLayoutCreate(&p.x, cuda_type<In>, in, rows, ldx));
+            STATETRACK_BLAS(cublasLtMatrixLayoutCreate(&p.r, CUDA_R_32F, out, rows, out));
+            STATETRACK_BLAS(cublasLtMatrixLayoutCreate(&p.y, CUDA_R_32F, out, rows, out));
+            cublasLtMatmulPreference_t preference = nullptr;
+            STATETRACK_BLAS(cublasLtMatmulPreferenceCreate(&preference));
+            const std::size_t workspace = blas_workspace_bytes;
+            cublasLtMatmulHeuristicResult_t result{};
+            int found = 0;
+            cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
+                preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
+            if (status == CUBLAS_STATUS_SUCCESS)
+                status = cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                              &w_alignment, sizeof(w_alignment));
+            if (status == CUBLAS_STATUS_SUCCESS)
+                status = cublasLtMatmulAlgoGetHeuristic(s.lt, p.desc, p.w, p.x, p.r, p.y, preference, 1, &result, &found);
+            cublasLtMatmulPreferenceDestroy(preference);
+            STATETRACK_BLAS(status == CUBLAS_STATUS_SUCCESS && found == 0 ? CUBLAS_STATUS_NOT_SUPPORTED : status);
+            p.algo = result.algo;
+        } catch (...) {
+            free_descriptors(p);
             s.residual_products.erase(shape);
-            for (cublasLtMatrixLayout_t l : {p.w, p.x, p.r, p.y}) cublasLtMatrixLayoutDestroy(l);
-            cublasLtMatmulDescDestroy(p.desc);
-            STATETRACK_BLAS(status == CUBLAS_STATUS_SUCCESS ? CUBLAS_STATUS_NOT_SUPPORTED : status);
+            throw;
         }
-        return stored;
+        return p;
     }
     // dX[rows][in] (+)= dY[rows][out] W
     template <class In, class Out>

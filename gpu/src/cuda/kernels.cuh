@@ -134,7 +134,7 @@ void diagonal_forward(const DiagonalShape& s, const float* pre, const float* con
 // Recomputes the state between two checkpoints. Out: dpre, dconv (+=), dzdt, ddecay_log (+=); the +=
 // sums over the words in a fixed order.
 void diagonal_backward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
-                       const float* decay_log, float* saved, const float* dO, float* dpre, float* dconv,
+                       const float* decay_log, const float* saved, const float* dO, float* dpre, float* dconv,
                        float* dzdt, float* ddecay_log, float* partials, cudaStream_t stream);
 std::size_t diagonal_backward_partials(const DiagonalShape& s);
 

@@ -160,7 +160,8 @@ std::size_t staged_floats(std::size_t slots, std::size_t chunk, std::size_t KT, 
 }
 // At most 32 steps, fewer where a block would need more than 64 KiB (three blocks fit in an SM's
 // shared memory, as many as the delta backward's registers allow), at least 1; a multiple of
-// `multiple` (the diagonal recurrence's state checkpoints, below).
+// `multiple` (the diagonal recurrence's state checkpoints, below), which can take it past 64 KiB
+// where fewer steps would fit (make_cuda_session checks the same bytes against the GPU's limit).
 std::size_t conv_chunk(std::size_t slots, std::size_t KT, std::size_t multiple = 1) {
     const std::size_t per_lane = 64 * 1024 / sizeof(float) / block_threads, fixed = 3 * KT - 2;
     const std::size_t fit = per_lane / slots > fixed ? (per_lane / slots - fixed) / 2 : 0;
@@ -460,9 +461,10 @@ __device__ Gate diagonal_gate(float zdt, float decay_log, bool signed_range) {
 // scratch did not stay in L2, and the backward took 3.15 ms a layer at T = 256 against 2.61 here;
 // H100, docs/PERFORMANCE.md, 2026-11-26.)
 constexpr std::size_t state_every = 2;
-// The checkpoints of a word and head: [B][T / 2][H][dh][dh], the state after step 2 j + 1 at j.
-__device__ inline float* diagonal_checkpoint(const DiagonalShape& s, float* saved, std::size_t b, std::size_t h,
-                                             std::size_t j) {
+// The checkpoints of a word and head: [B][T / 2][H][dh][dh], the state after step 2 j + 1 at j
+// (F: float, or const float for the backward, which only reads them).
+template <class F>
+__device__ F* diagonal_checkpoint(const DiagonalShape& s, F* saved, std::size_t b, std::size_t h, std::size_t j) {
     return saved + ((b * (s.T / state_every) + j) * s.H + h) * s.dh * s.dh;
 }
 // S <- Diag(a) S + k v^T for lane c's column, a and k (this lane's key index) broadcast in turn
@@ -522,7 +524,7 @@ __global__ void __launch_bounds__(block_threads) diagonal_forward_kernel(Diagona
 
 template <int DH, int KT>
 __global__ void __launch_bounds__(block_threads, 3) diagonal_backward_kernel(DiagonalShape s, Conv cv, const float* zdt,
-                                                                          const float* decay_log, float* saved,
+                                                                          const float* decay_log, const float* saved,
                                                                           const float* dO, float* dpre, float* partials,
                                                                           float* dzdt) {
     const Place p = place<DH>(s.B, s.H);
@@ -713,7 +715,7 @@ std::size_t diagonal_backward_partials(const DiagonalShape& s) {
     return s.B * s.H * s.dh * (diagonal_slots * s.K + 1);
 }
 void diagonal_backward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
-                       const float* decay_log, float* saved, const float* dO, float* dpre, float* dconv,
+                       const float* decay_log, const float* saved, const float* dO, float* dpre, float* dconv,
                        float* dzdt, float* ddecay_log, float* partials, cudaStream_t stream) {
     const ConvLaunch cl{pre, conv, diagonal_slots * s.H * s.dh, s.K, diagonal_slots, true, state_every};
     launch_groups("diagonal_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
