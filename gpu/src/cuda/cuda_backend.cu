@@ -216,13 +216,17 @@ constexpr cudaDataType_t cuda_type = std::is_same_v<T, bf16> ? CUDA_R_16BF : CUD
 struct Blas {
     CudaSessionState& s;
     cublasHandle_t handle;  // s.blas (the session's stream) or s.blas_side
+    // bf16 operands accumulate in fp32; fp32 operands as the session says (exact or TF32).
+    template <class In>
+    cublasComputeType_t compute() const {
+        return std::is_same_v<In, bf16> ? CUBLAS_COMPUTE_32F : s.compute;
+    }
     template <class In, class Out>
     void gemm(cublasOperation_t ta, cublasOperation_t tb, std::size_t m, std::size_t n, std::size_t k, const In* A,
               std::size_t lda, const In* B, std::size_t ldb, float beta, Out* C, std::size_t ldc) const {
         const float alpha = 1.0f;
-        const cublasComputeType_t compute = std::is_same_v<In, bf16> ? CUBLAS_COMPUTE_32F : s.compute;
         STATETRACK_BLAS(cublasGemmEx(handle, ta, tb, int(m), int(n), int(k), &alpha, A, cuda_type<In>, int(lda), B,
-                                     cuda_type<In>, int(ldb), &beta, C, cuda_type<Out>, int(ldc), compute,
+                                     cuda_type<In>, int(ldb), &beta, C, cuda_type<Out>, int(ldc), compute<In>(),
                                      CUBLAS_GEMM_DEFAULT));
     }
     // Y[rows][out] (+)= X[rows][in] W^T
@@ -258,8 +262,7 @@ struct Blas {
         if (auto found = s.residual_products.find(shape); found != s.residual_products.end()) return found->second;
         ResidualProduct& p = s.residual_products[shape];
         try {
-            const cublasComputeType_t compute = std::is_same_v<In, bf16> ? CUBLAS_COMPUTE_32F : s.compute;
-            STATETRACK_BLAS(cublasLtMatmulDescCreate(&p.desc, compute, CUDA_R_32F));
+            STATETRACK_BLAS(cublasLtMatmulDescCreate(&p.desc, compute<In>(), CUDA_R_32F));
             const cublasOperation_t t = CUBLAS_OP_T;
             STATETRACK_BLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
             // column-major views as in gemm(): W^T (out x in, stored in x out), X^T (in x rows), Y^T (out x rows)

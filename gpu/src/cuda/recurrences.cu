@@ -539,12 +539,15 @@ __global__ void __launch_bounds__(block_threads, 3) diagonal_backward_kernel(Dia
     const float wlog = decay_log[ch];
     float dwlog = 0;
     const std::size_t n0 = p.b * s.T;
+    // The gate of step t, from its logit z (the pair's first step needs it for the recomputation too).
+    auto gate_of = [&](std::size_t t, float& z) {
+        z = zdt[(n0 + t) * d + ch];
+        return diagonal_gate(z, wlog, s.signed_range);
+    };
     // One step back: lane c's column of S_t (St) and S_{t-1} (Sp), by index r, read from memory or
     // from registers; at the word's first step (first) there is no S_{t-1}.
-    auto step = [&](std::size_t t, std::size_t i, auto St, auto Sp, bool first) {
+    auto step = [&](std::size_t t, std::size_t i, float z, const Gate& gate, auto St, auto Sp, bool first) {
         const std::size_t n = n0 + t;
-        const float z = zdt[n * d + ch];
-        const Gate gate = diagonal_gate(z, wlog, s.signed_range);
         const float zq = stage.at(0, i), zk = stage.at(1, i), zv = stage.at(2, i);
         const float q = siluf(zq), k = siluf(zk), v = siluf(zv);
         const float g = dO[n * d + ch];
@@ -594,11 +597,17 @@ __global__ void __launch_bounds__(block_threads, 3) diagonal_backward_kernel(Dia
 #pragma unroll
                 for (int r = 0; r < DH; ++r) S[r] = 0;
             }
-            diagonal_update<DH>(S, kb, diagonal_gate(zdt[(n0 + c0) * d + ch], wlog, s.signed_range).a,
-                                siluf(stage.at(1, i0)), siluf(stage.at(2, i0)), p.slot, p.c);
+            float z0;
+            const Gate gate0 = gate_of(c0, z0);
+            diagonal_update<DH>(S, kb, gate0.a, siluf(stage.at(1, i0)), siluf(stage.at(2, i0)), p.slot, p.c);
             auto recomputed = [&S](int r) { return S[r]; };
-            if (c1 - c0 == 2) step(c0 + 1, i0 + 1, in_memory(c0 / state_every), recomputed, false);
-            step(c0, i0, recomputed, in_memory(c0 > 0 ? c0 / state_every - 1 : 0), c0 == 0);  // not read at c0 = 0
+            if (c1 - c0 == 2) {
+                float z1;
+                const Gate gate1 = gate_of(c0 + 1, z1);
+                step(c0 + 1, i0 + 1, z1, gate1, in_memory(c0 / state_every), recomputed, false);
+            }
+            // (checkpoint 0 is not read at c0 = 0)
+            step(c0, i0, z0, gate0, recomputed, in_memory(c0 > 0 ? c0 / state_every - 1 : 0), c0 == 0);
             c1 = c0;
         }
         conv_backward_chunk<KT>(cv, area, diagonal_slots, column, n0, t0, t1, dpre, p.valid);
