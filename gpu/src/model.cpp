@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <stdexcept>
 
 #include "statetrack/automata/error.hpp"
 #include "statetrack/gpu/random.hpp"
@@ -90,7 +92,7 @@ ModelConfig config_from_json(const nlohmann::json& json, const std::string& orig
     }
 }
 
-ParameterLayout parameter_layout(const ModelConfig& c) {
+ParameterLayout parameter_layout(const ModelConfig& c, GateSlot gate) {
     ParameterLayout layout;
     const std::size_t d = c.d_model, F = c.factors, H = c.heads, m = c.mlp_width(), K = c.conv_kernel;
     auto add = [&](std::string name, std::size_t rows, std::size_t cols, bool decay) {
@@ -112,15 +114,18 @@ ParameterLayout parameter_layout(const ModelConfig& c) {
             s.wq = add(p + "wq", d, d, true);
             s.wk = add(p + "wk", F * d, d, true);
             s.wv = add(p + "wv", F * d, d, true);
+            auto add_gate = [&] {
+                if (c.mixer == Mixer::mamba) s.wdt = add(p + "wdt", d, d, true);
+                else s.wbeta = add(p + "wbeta", F * H, d, true);
+            };
+            if (gate == GateSlot::after_values) add_gate();
             s.conv_q = add(p + "conv_q", d, K, false);
             s.conv_k = add(p + "conv_k", F * d, K, false);
             s.conv_v = add(p + "conv_v", F * d, K, false);
+            if (gate == GateSlot::after_taps) add_gate();
             if (c.mixer == Mixer::mamba) {
-                s.wdt = add(p + "wdt", d, d, true);
                 s.bdt = add(p + "bdt", 1, d, false);
                 s.decay_log = add(p + "decay_log", 1, d, false);
-            } else {
-                s.wbeta = add(p + "wbeta", F * H, d, true);
             }
             s.onorm = add(p + "onorm", 1, d, false);
         }
@@ -135,6 +140,18 @@ ParameterLayout parameter_layout(const ModelConfig& c) {
     layout.head = add("head", c.classes, d, true);
     layout.head_bias = add("head_bias", 1, c.classes, false);
     return layout;
+}
+
+void reorder_parameters(const ParameterLayout& from, std::span<const float> src, const ParameterLayout& to,
+                        std::span<float> dst) {
+    if (from.tensors.size() != to.tensors.size() || src.size() != from.total || dst.size() != to.total)
+        throw std::invalid_argument("reorder_parameters: the layouts or the buffers do not match");
+    for (const TensorSlot& t : from.tensors) {
+        const auto same = std::find_if(to.tensors.begin(), to.tensors.end(), [&](const TensorSlot& u) { return u.name == t.name; });
+        if (same == to.tensors.end() || same->size() != t.size())
+            throw std::invalid_argument("reorder_parameters: no tensor " + t.name + " of that size in the other layout");
+        std::copy_n(src.begin() + std::ptrdiff_t(t.offset), t.size(), dst.begin() + std::ptrdiff_t(same->offset));
+    }
 }
 
 nlohmann::json layout_to_json(const ParameterLayout& layout) {

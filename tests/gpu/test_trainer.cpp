@@ -156,6 +156,43 @@ TEST(Model, LayoutTilesTheBufferWithoutGaps) {
               16u);
 }
 
+
+// The CUDA backend's order: the gate projection right after wv, so that [wq; wk; wv; gate] is one
+// matrix; every other tensor where it was, and reorder_parameters a permutation both ways.
+TEST(Model, DeviceOrderPutsTheGateAfterTheValuesAndReordersBothWays) {
+    for (const char* mixer : {"deltaproduct:2", "mamba"}) {
+        ModelConfig c;
+        parse_model_name(mixer, c);
+        c.layers = 2, c.d_model = 8, c.heads = 2;
+        const auto canonical = parameter_layout(c), device = parameter_layout(c, GateSlot::after_values);
+        ASSERT_EQ(device.total, canonical.total) << mixer;
+        ASSERT_EQ(device.tensors.size(), canonical.tensors.size()) << mixer;
+        for (std::size_t l = 0; l < c.layers; ++l) {
+            const LayerSlots &a = canonical.layers[l], &b = device.layers[l];
+            const std::size_t gate = c.mixer == Mixer::mamba ? b.wdt : b.wbeta;
+            const std::size_t F = c.factors, d = c.d_model;
+            EXPECT_EQ(b.wq, a.wq) << mixer;
+            EXPECT_EQ(gate, b.wq + (1 + 2 * F) * d * d) << mixer << ": the gate follows wv";
+            EXPECT_EQ(b.conv_q, gate + (c.mixer == Mixer::mamba ? d : F * c.heads) * d) << mixer;
+            EXPECT_EQ(b.onorm, a.onorm) << mixer << ": the layer's other tensors stay";
+            EXPECT_NE(b.conv_q, a.conv_q) << mixer;
+        }
+        std::vector<float> values(canonical.total), there(device.total), back(canonical.total, -1.0f);
+        for (std::size_t i = 0; i < values.size(); ++i) values[i] = float(i);
+        reorder_parameters(canonical, values, device, there);
+        for (const auto& t : device.tensors) {
+            const auto same = std::find_if(canonical.tensors.begin(), canonical.tensors.end(),
+                                           [&](const auto& u) { return u.name == t.name; });
+            ASSERT_NE(same, canonical.tensors.end());
+            EXPECT_EQ(there[t.offset], float(same->offset)) << t.name;
+            EXPECT_EQ(there[t.offset + t.size() - 1], float(same->offset + t.size() - 1)) << t.name;
+        }
+        reorder_parameters(device, there, canonical, back);
+        EXPECT_EQ(back, values) << mixer;
+        std::vector<float> short_buffer(canonical.total - 1);
+        EXPECT_THROW(reorder_parameters(canonical, values, device, short_buffer), std::invalid_argument);
+    }
+}
 void expect_same_run(const Checkpoint& a, const Checkpoint& b) {
     EXPECT_EQ(a.step, b.step);
     EXPECT_EQ(a.params, b.params);  // bit-identical

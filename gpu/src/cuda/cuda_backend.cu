@@ -40,18 +40,19 @@ void check_blas(cublasStatus_t status, const char* what) {
 
 // Offsets (in floats) of the activations of one batch shape inside the workspace.
 struct LayerActs {
-    std::size_t xn1, r1, pre, zg, saved, final, o, ro, on;  // linear-attention mixers
+    std::size_t xn1, r1, pre, saved, final, o, ro, on;  // linear-attention mixers (pre: [q | k | v | gate logits])
     std::size_t z, c, h, hprev;                                   // lstm
     std::size_t x_mid, xn2, r2, gu, hm;
 };
 struct Plan {
     std::size_t B, T, N, d, H, dh, F, m, C, K, qkv, gw;
+    std::size_t proj;  // qkv + gw: the mixer's projections and gate logits, one product's row
     bool training;
     bool mlp16;  // --matmul bf16: xn2, gu, hm and their gradients hold bf16 (in their float slots)
     std::vector<std::size_t> x;
     std::vector<LayerActs> layers;
     std::size_t xnf, rf, logits, dlogits;
-    std::size_t dx, dxn, s1, s2, dz, dh_next, dc_next;
+    std::size_t dx, dxn, s1, s2, dh_next, dc_next;
     std::size_t dx16;  // bf16 copy of dx, the MLP backward's operand (mlp16 only)
     std::size_t tokens, targets;  // int32 arrays, stored in float-sized slots
     std::size_t partials;         // the fixed-order sums' scratch (kernels.cuh), shared by every sum
@@ -60,10 +61,10 @@ struct Plan {
 
 // The recurrences' shapes for this plan's batch (the forward, the backward and the plan's scratch).
 DeltaShape delta_shape(const Plan& p, const ModelConfig& c) {
-    return {p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale())};
+    return {p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale()), p.proj};
 }
 DiagonalShape diagonal_shape(const Plan& p, const ModelConfig& c) {
-    return {p.B, p.T, p.H, p.dh, p.K, c.eig == EigRange::signed_unit};
+    return {p.B, p.T, p.H, p.dh, p.K, c.eig == EigRange::signed_unit, p.proj};
 }
 
 Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training, bool mlp16) {
@@ -73,6 +74,7 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
     p.m = c.mlp_width(), p.C = c.classes, p.K = c.conv_kernel;
     p.qkv = p.d + 2 * p.F * p.d;
     p.gw = c.mixer == Mixer::mamba ? p.d : p.F * p.H;
+    p.proj = p.qkv + p.gw;
     p.training = training;
     auto take = [&](std::size_t count) {
         const std::size_t at = p.total;
@@ -89,7 +91,7 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
         if (lstm) {
             a.z = take(N * 4 * d), a.c = take(N * d), a.h = take(N * d), a.hprev = take(N * d);
         } else {
-            a.pre = take(N * p.qkv), a.zg = take(N * p.gw);  // the recurrences apply the conv themselves
+            a.pre = take(N * p.proj);  // the recurrences apply the conv themselves
             if (training) {
                 if (mamba) a.saved = take(diagonal_saved_floats(diagonal_shape(p, c)));
                 else a.saved = take(N * p.F * d), a.final = take(B * p.H * p.dh * p.dh);
@@ -102,9 +104,9 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
     }
     p.xnf = take(N * d), p.rf = take(N), p.logits = take(N * p.C);
     if (training) {
-        const std::size_t wide = std::max({p.qkv, 2 * p.m, 4 * d});
+        const std::size_t wide = std::max({p.proj, 2 * p.m, 4 * d});
         p.dlogits = take(N * p.C), p.dx = take(N * d), p.dxn = take(N * d);
-        p.s1 = take(N * wide), p.s2 = take(N * wide), p.dz = take(N * std::max(p.gw, d));
+        p.s1 = take(N * wide), p.s2 = take(N * wide);
         p.dh_next = take(B * d), p.dc_next = take(B * d);
         if (mlp16) p.dx16 = take((N * d + 1) / 2);
     }
@@ -145,6 +147,10 @@ using ResidualShape = std::tuple<std::size_t, std::size_t, std::size_t, std::siz
 
 struct CudaSessionState {
     int device = 0;
+    // The parameters' order on the device: each mixer's gate projection right after wv (GateSlot::
+    // after_values), so that the four projections are one product. Uploads and downloads reorder
+    // from and to the canonical order of CudaSession::layout.
+    ParameterLayout layout;
     cudaStream_t stream = nullptr;
     cublasHandle_t blas = nullptr;
     cublasLtHandle_t lt = nullptr;  // the residual products (on `stream`, with blas_workspace)
@@ -321,7 +327,7 @@ struct PassContext {
 };
 PassContext pass_context(CudaSession& session) {
     CudaSessionState& s = *session.state;
-    return {session.config, session.layout, s, Blas{s, s.blas}, s.stream, s.params, s.work};
+    return {session.config, s.layout, s, Blas{s, s.blas}, s.stream, s.params, s.work};
 }
 
 void forward_pass(CudaSession& session, const Plan& p) {
@@ -335,7 +341,7 @@ void forward_pass(CudaSession& session, const Plan& p) {
         rmsnorm_forward(ws + p.x[l], W + sl.norm1, ws + a.xn1, ws + a.r1, N, d, d, st);
         if (c.mixer == Mixer::lstm) {
             blas.forward(ws + a.xn1, d, W + sl.lstm_wx, ws + a.z, 4 * d, N, d, 4 * d);
-            add_bias(ws + a.z, W + sl.lstm_bias, N, 4 * d, st);
+            add_bias(ws + a.z, 4 * d, W + sl.lstm_bias, N, 4 * d, st);
             for (std::size_t t = 0; t < p.T; ++t) {
                 // z_t += h_{t-1} W_h^T for every word at once (rows b * T + t, stride T rows)
                 if (t > 0)
@@ -345,15 +351,16 @@ void forward_pass(CudaSession& session, const Plan& p) {
             }
             blas.forward_residual(ws + a.h, d, W + sl.wo, ws + p.x[l], ws + a.x_mid, N, d, d);
         } else {
-            blas.forward(ws + a.xn1, d, W + sl.wq, ws + a.pre, p.qkv, N, d, p.qkv);
+            // [q | k | v | gate logits] in one product: the device layout keeps wbeta (or wdt) right
+            // after wv (make_cuda_session), so [wq; wk; wv; gate] is one [proj][d] matrix
+            float* zg = ws + a.pre + p.qkv;
+            blas.forward(ws + a.xn1, d, W + sl.wq, ws + a.pre, p.proj, N, d, p.proj);
             if (c.mixer == Mixer::mamba) {
-                blas.forward(ws + a.xn1, d, W + sl.wdt, ws + a.zg, d, N, d, d);
-                add_bias(ws + a.zg, W + sl.bdt, N, d, st);
-                diagonal_forward(diagonal_shape(p, c), ws + a.pre, W + sl.conv_q, ws + a.zg, W + sl.decay_log,
-                                 ws + a.o, p.training ? ws + a.saved : nullptr, st);
+                add_bias(zg, p.proj, W + sl.bdt, N, d, st);
+                diagonal_forward(diagonal_shape(p, c), ws + a.pre, W + sl.conv_q, zg, W + sl.decay_log, ws + a.o,
+                                 p.training ? ws + a.saved : nullptr, st);
             } else {
-                blas.forward(ws + a.xn1, d, W + sl.wbeta, ws + a.zg, p.gw, N, d, p.gw);
-                delta_forward(delta_shape(p, c), ws + a.pre, W + sl.conv_q, ws + a.zg, ws + a.o,
+                delta_forward(delta_shape(p, c), ws + a.pre, W + sl.conv_q, zg, ws + a.o,
                               p.training ? ws + a.saved : nullptr, p.training ? ws + a.final : nullptr, st);
             }
             rmsnorm_forward(ws + a.o, W + sl.onorm, ws + a.on, ws + a.ro, N, d, p.dh, st);
@@ -375,7 +382,7 @@ void forward_pass(CudaSession& session, const Plan& p) {
     }
     rmsnorm_forward(ws + p.x[c.layers], W + L.norm_f, ws + p.xnf, ws + p.rf, N, d, d, st);
     blas.forward(ws + p.xnf, d, W + L.head, ws + p.logits, p.C, N, d, p.C);
-    add_bias(ws + p.logits, W + L.head_bias, N, p.C, st);
+    add_bias(ws + p.logits, p.C, W + L.head_bias, N, p.C, st);
 }
 
 // The weight gradients dW += dY^T X feed only the gradient norm and AdamW, so they run on a second
@@ -419,9 +426,9 @@ struct SideProducts {
         if (last) cudaStreamWaitEvent(s.stream, last);
     }
 };
-// Events a backward pass uses: a fork and a join for the head's and each layer's (at most 5) weight
+// Events a backward pass uses: a fork and a join for the head's and each layer's (at most 4) weight
 // gradients on the side stream.
-std::size_t side_events(std::size_t layers) { return 2 * (1 + 5 * layers); }
+std::size_t side_events(std::size_t layers) { return 2 * (1 + 4 * layers); }
 
 void backward_pass(CudaSession& session, const Plan& p) {
     const auto [c, L, s, blas, st, W, ws] = pass_context(session);
@@ -435,12 +442,11 @@ void backward_pass(CudaSession& session, const Plan& p) {
     blas.input_grad(ws + p.dlogits, p.C, W + L.head, dxn, d, N, d, p.C, false);
     side.weight_grad(ws + p.xnf, d, ws + p.dlogits, p.C, G + L.head, N, d, p.C);
     float* partials = ws + p.partials;
-    column_sums(ws + p.dlogits, G + L.head_bias, N, p.C, partials, st);
+    column_sums(ws + p.dlogits, p.C, G + L.head_bias, N, p.C, partials, st);
     bf16* dx16 = p.mlp16 ? as16(ws + p.dx16) : nullptr;  // dx in bf16 for the MLP's products
     rmsnorm_backward(ws + p.x[c.layers], W + L.norm_f, ws + p.rf, dxn, dx, G + L.norm_f, N, d, d, false, partials, st,
                      dx16);
-    // the last side product of the layer above (wq, after wbeta or wdt): it reads s1 (dpre), and
-    // joining it also covers the one that reads dz
+    // the last side product of the layer above (the projections'): it reads s1 ([dpre | dz])
     cudaEvent_t wq_done = nullptr;
     for (std::size_t l = c.layers; l-- > 0;) {
         const LayerSlots& sl = L.layers[l];
@@ -485,29 +491,27 @@ void backward_pass(CudaSession& session, const Plan& p) {
             blas.weight_grad(ws + a.hprev, d, dZ, 4 * d, G + sl.lstm_wh, N, d, 4 * d);
             blas.input_grad(dZ, 4 * d, W + sl.lstm_wx, dxn, d, N, d, 4 * d, false);
             blas.weight_grad(ws + a.xn1, d, dZ, 4 * d, G + sl.lstm_wx, N, d, 4 * d);
-            column_sums(dZ, G + sl.lstm_bias, N, 4 * d, partials, st);
+            column_sums(dZ, 4 * d, G + sl.lstm_bias, N, 4 * d, partials, st);
         } else {
             float* dOn = ws + p.s1;
             float* dO = ws + p.s2;
-            float* dpre = ws + p.s1;
-            float* dz = ws + p.dz;
+            float* dpre = ws + p.s1;        // [dq | dk | dv | dz], as the forward's pre
+            float* dz = dpre + p.qkv;       // the gate logits' gradient
+            const float* zg = ws + a.pre + p.qkv;
             blas.input_grad(dx, d, W + sl.wo, dOn, d, N, d, d, false);
             wo_done = side.weight_grad(ws + a.on, d, dx, d, G + sl.wo, N, d, d);
             rmsnorm_backward(ws + a.o, W + sl.onorm, ws + a.ro, dOn, dO, G + sl.onorm, N, d, p.dh, false, partials, st);
             if (c.mixer == Mixer::mamba) {
-                diagonal_backward(diagonal_shape(p, c), ws + a.pre, W + sl.conv_q, ws + a.zg, W + sl.decay_log,
-                                  ws + a.saved, dO, dpre, G + sl.conv_q, dz, G + sl.decay_log, partials, st);
-                blas.input_grad(dz, d, W + sl.wdt, dxn, d, N, d, d, false);
-                side.weight_grad(ws + a.xn1, d, dz, d, G + sl.wdt, N, d, d);
-                column_sums(dz, G + sl.bdt, N, d, partials, st);
+                diagonal_backward(diagonal_shape(p, c), ws + a.pre, W + sl.conv_q, zg, W + sl.decay_log, ws + a.saved,
+                                  dO, dpre, G + sl.conv_q, dz, G + sl.decay_log, partials, st);
+                column_sums(dz, p.proj, G + sl.bdt, N, d, partials, st);
             } else {
-                delta_backward(delta_shape(p, c), ws + a.pre, W + sl.conv_q, ws + a.zg, ws + a.saved, ws + a.final,
-                               dO, dpre, G + sl.conv_q, dz, partials, st);
-                blas.input_grad(dz, p.gw, W + sl.wbeta, dxn, d, N, d, p.gw, false);
-                side.weight_grad(ws + a.xn1, d, dz, p.gw, G + sl.wbeta, N, d, p.gw);
+                delta_backward(delta_shape(p, c), ws + a.pre, W + sl.conv_q, zg, ws + a.saved, ws + a.final, dO, dpre,
+                               G + sl.conv_q, dz, partials, st);
             }
-            blas.input_grad(dpre, p.qkv, W + sl.wq, dxn, d, N, d, p.qkv, true);
-            wq_done = side.weight_grad(ws + a.xn1, d, dpre, p.qkv, G + sl.wq, N, d, p.qkv);
+            // one product each for the four projections (wq .. the gate adjacent, as in the forward)
+            blas.input_grad(dpre, p.proj, W + sl.wq, dxn, d, N, d, p.proj, false);
+            wq_done = side.weight_grad(ws + a.xn1, d, dpre, p.proj, G + sl.wq, N, d, p.proj);
         }
         // the dx of the layer below (its MLP's operand); the first layer's goes to the embedding only
         side.join(wo_done);  // dx (and dx16) are written next
@@ -621,15 +625,22 @@ CudaSessionState& on_device(const CudaSession& session) {
     return s;
 }
 
+// A parameter-shaped buffer (weights, gradients, moments) between the host, in the canonical order,
+// and the device, in the device's.
 void copy_to_device(const CudaSession& session, float* dst, std::span<const float> src) {
     if (src.size() != session.layout.total) throw InputError("parameters", "", "size does not match the layout");
-    on_device(session);
-    STATETRACK_CUDA(cudaMemcpy(dst, src.data(), src.size() * sizeof(float), cudaMemcpyHostToDevice));
+    const CudaSessionState& s = on_device(session);
+    std::vector<float> ordered(s.layout.total);
+    reorder_parameters(session.layout, src, s.layout, ordered);
+    STATETRACK_CUDA(cudaMemcpy(dst, ordered.data(), ordered.size() * sizeof(float), cudaMemcpyHostToDevice));
 }
 void copy_to_host(const CudaSession& session, std::span<float> dst, const float* src) {
     if (dst.size() != session.layout.total) throw InputError("parameters", "", "size does not match the layout");
-    STATETRACK_CUDA(cudaStreamSynchronize(on_device(session).stream));
-    STATETRACK_CUDA(cudaMemcpy(dst.data(), src, dst.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    const CudaSessionState& s = on_device(session);
+    STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
+    std::vector<float> ordered(s.layout.total);
+    STATETRACK_CUDA(cudaMemcpy(ordered.data(), src, ordered.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    reorder_parameters(s.layout, ordered, session.layout, dst);
 }
 
 // The start of every batch call: checks, the session's GPU, the workspace for this shape, the batch
@@ -709,6 +720,7 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
     CudaSession session{config, parameter_layout(config), options, nullptr};
     session.state.reset(new CudaSessionState);
     session.state->device = options.device;
+    session.state->layout = parameter_layout(config, GateSlot::after_values);
     CudaSessionState& s = on_device(session);
     const std::size_t total = session.layout.total;
     STATETRACK_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
@@ -735,7 +747,7 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
     STATETRACK_CUDA(cudaMemset(s.v, 0, total * sizeof(float)));
     STATETRACK_CUDA(cudaMemset(s.grads, 0, total * sizeof(float)));
     std::vector<std::uint8_t> mask(total, 0);
-    for (const auto& t : session.layout.tensors)
+    for (const auto& t : s.layout.tensors)
         if (t.decay) std::fill(mask.begin() + std::ptrdiff_t(t.offset), mask.begin() + std::ptrdiff_t(t.offset + t.size()), 1);
     s.decay_mask = device_alloc<std::uint8_t>(s, total);
     STATETRACK_CUDA(cudaMemcpy(s.decay_mask, mask.data(), total, cudaMemcpyHostToDevice));

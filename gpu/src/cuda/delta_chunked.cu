@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
     const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
     const std::size_t group = std::size_t(blockIdx.x) * warps_per_block + threadIdx.x / 32;
     if (group >= s.B * s.H) return;  // the whole warp: nothing below syncs across warps
-    const std::size_t H = s.H, b = group / H, h = group % H, d = H * DH, ld = 3 * d, n0 = b * s.T;
+    const std::size_t H = s.H, b = group / H, h = group % H, d = H * DH, ld = s.ld, n0 = b * s.T;
     float* tile = chunk_shared + (threadIdx.x / 32) * Tiles::floats;
     float *sk = tile + Tiles::k, *sq = tile + Tiles::q, *sv = tile + Tiles::v, *lp = tile + Tiles::lp;
     float *ss = tile + Tiles::s, *sbeta = tile + Tiles::beta, *snorm = tile + Tiles::norm;
@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
 
     for (std::size_t t0 = 0; t0 < s.T; t0 += C) {
         const int len = int(min(std::size_t(C), s.T - t0));
-        const float zb = lane < len ? zbeta[(n0 + t0 + lane) * H + h] : 0.0f;
+        const float zb = lane < len ? zbeta[(n0 + t0 + lane) * ld + h] : 0.0f;
         __syncwarp();  // the previous chunk is done with every tile
         // 1. Conv + SiLU of the lane's three columns into Q, K, V, one column at a time: the rows t0
         // .. t0 + C - 1 before the conv (zeros past the word; a warp reads 128 contiguous bytes per

@@ -323,19 +323,19 @@ __global__ void rmsnorm_gain_kernel(const float* x, const float* rinv, const flo
     }
 }
 
-__global__ void column_sums_kernel(const float* y, float* partials, std::size_t rows, std::size_t cols,
+__global__ void column_sums_kernel(const float* y, std::size_t ld, float* partials, std::size_t rows, std::size_t cols,
                                    std::size_t chunk) {
     const std::size_t begin = std::size_t(blockIdx.y) * chunk, end = min(rows, begin + chunk);
     for (std::size_t c = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; c < cols; c += std::size_t(gridDim.x) * blockDim.x) {
         float acc = 0;
-        for (std::size_t n = begin; n < end; ++n) acc += y[n * cols + c];
+        for (std::size_t n = begin; n < end; ++n) acc += y[n * ld + c];
         partials[std::size_t(blockIdx.y) * cols + c] = acc;
     }
 }
 
-__global__ void add_bias_kernel(float* y, const float* bias, std::size_t rows, std::size_t cols) {
+__global__ void add_bias_kernel(float* y, std::size_t ld, const float* bias, std::size_t rows, std::size_t cols) {
     const std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < rows * cols) y[i] += bias[i % cols];
+    if (i < rows * cols) y[i / cols * ld + i % cols] += bias[i % cols];
 }
 
 // SwiGLU, a thread per float4 of h (m a multiple of 4): the row from one 32-bit division per
@@ -666,15 +666,16 @@ void rmsnorm_backward(const float* x, const float* g, const float* rinv, const f
     add_partial_sums(partials, gain.count, width, dg, stream);
 }
 
-void add_bias(float* y, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream) {
-    add_bias_kernel<<<blocks_for(rows * cols), threads, 0, stream>>>(y, bias, rows, cols);
+void add_bias(float* y, std::size_t ld, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream) {
+    add_bias_kernel<<<blocks_for(rows * cols), threads, 0, stream>>>(y, ld, bias, rows, cols);
     launched("add_bias");
 }
 
 std::size_t column_sums_partials(std::size_t rows, std::size_t cols) { return column_chunks(rows, cols).partials(); }
-void column_sums(const float* y, float* out, std::size_t rows, std::size_t cols, float* partials, cudaStream_t stream) {
+void column_sums(const float* y, std::size_t ld, float* out, std::size_t rows, std::size_t cols, float* partials,
+                 cudaStream_t stream) {
     const ColumnChunks chunks = column_chunks(rows, cols);
-    column_sums_kernel<<<chunks.grid(), threads, 0, stream>>>(y, partials, rows, cols, chunks.rows_each);
+    column_sums_kernel<<<chunks.grid(), threads, 0, stream>>>(y, ld, partials, rows, cols, chunks.rows_each);
     launched("column_sums");
     add_partial_sums(partials, chunks.count, cols, out, stream);
 }

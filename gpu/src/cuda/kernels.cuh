@@ -53,9 +53,10 @@ void rmsnorm_backward(const float* x, const float* g, const float* rinv, const f
                       cudaStream_t stream, bf16* dx16 = nullptr);
 std::size_t rmsnorm_backward_partials(std::size_t rows, std::size_t width);
 
-// y[n][:] += bias; out[c] += sum_n y[n][c] (bias gradients).
-void add_bias(float* y, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream);
-void column_sums(const float* y, float* out, std::size_t rows, std::size_t cols, float* partials, cudaStream_t stream);
+// y[n][:] += bias; out[c] += sum_n y[n][c] (bias gradients); y's rows ld apart.
+void add_bias(float* y, std::size_t ld, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream);
+void column_sums(const float* y, std::size_t ld, float* out, std::size_t rows, std::size_t cols, float* partials,
+                 cudaStream_t stream);
 std::size_t column_sums_partials(std::size_t rows, std::size_t cols);
 
 // SwiGLU on gu = [gate | up] ([rows][2m]): h = silu(gate) * up; and its backward into dgu.
@@ -94,11 +95,14 @@ struct DeltaShape {
     std::size_t B, T, H, dh, F;  // d = H * dh
     std::size_t K;               // taps of the short conv before the recurrence
     float beta_scale;
+    // The row stride of pre and zbeta, and in the backward of dpre and dzbeta: the projections and
+    // the beta logits are one product's output, [N][ld] = [q | k | v | zbeta] (ld = d + 2 F d + F H).
+    std::size_t ld;
 };
-// The delta rules with their inputs' short causal conv + SiLU fused in. pre: [N][d + 2 F d] = the
-// projections [q | k (factor j, head h at (j H + h) dh) | v] before the conv; conv: their taps
-// [d + 2 F d][K]; zbeta: [N][F H]; o: [N][d]. Training (u, final not null) keeps u = v - S^T k per
-// factor ([N][F d]) and the last state per (b, h).
+// The delta rules with their inputs' short causal conv + SiLU fused in. pre: [N][ld], its first d +
+// 2 F d columns the projections [q | k (factor j, head h at (j H + h) dh) | v] before the conv;
+// conv: their taps [d + 2 F d][K]; zbeta: F H columns of the same rows; o: [N][d]. Training (u,
+// final not null) keeps u = v - S^T k per factor ([N][F d]) and the last state per (b, h).
 void delta_forward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
                    float* final, cudaStream_t stream);
 // The same forward in chunks of 16 steps on tensor cores (delta_chunked.cu), for one factor and
@@ -123,9 +127,11 @@ struct DiagonalShape {
     std::size_t B, T, H, dh;
     std::size_t K;  // taps of the short conv before the recurrence
     bool signed_range;
+    std::size_t ld;  // the row stride of pre, zdt, dpre and dzdt, as DeltaShape's ([q | k | v | zdt]: 4 d)
 };
 // The diagonal recurrence with the conv + SiLU of its inputs fused in, as for the delta rules.
-// pre: [N][3 d] = [q | k | v] before the conv; conv: [3 d][K]; zdt: [N][d] (bias added);
+// pre: [N][ld], its first 3 d columns [q | k | v] before the conv; conv: [3 d][K]; zdt: d columns of
+// the same rows (bias added);
 // decay_log: [d]. Training (saved not null) keeps the state after every second step in `saved`
 // (diagonal_saved_floats floats).
 std::size_t diagonal_saved_floats(const DiagonalShape& s);

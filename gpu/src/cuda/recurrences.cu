@@ -126,9 +126,9 @@ __device__ void load_row(const float* src, float (&out)[DH]) {
 // (2026-11-25, docs/PERFORMANCE.md): the step as fast as with the separate conv kernels at T = 40
 // and 3.5% faster at T = 256, with 18% less device memory (no convolved copy of q, k, v).
 struct Conv {
-    const float* __restrict__ pre;  // [N][ld] projections, before the conv
-    const float* __restrict__ w;    // [ld][K] taps
-    std::size_t ld;
+    const float* __restrict__ pre;  // [N][ld] projections, before the conv (their columns first)
+    const float* __restrict__ w;    // [columns][K] taps
+    std::size_t ld, columns;
     int K;              // taps (at most the kernel's KT)
     std::size_t chunk;  // steps staged at once (conv_chunk)
 };
@@ -270,7 +270,7 @@ __device__ void zero_carry_and_taps(const ConvAreas<KT>& a, std::size_t slots) {
 template <int KT, class Column>
 __device__ void write_tap_grads(const Conv& cv, const LaneArea& taps, std::size_t slots, Column column, std::size_t b,
                                 float* partials) {
-    float* word = partials + b * cv.ld * std::size_t(cv.K);
+    float* word = partials + b * cv.columns * std::size_t(cv.K);
     for (std::size_t s = 0; s < slots; ++s)
         for (int j = 0; j < cv.K; ++j) word[column(s) * std::size_t(cv.K) + j] = taps.at(s, std::size_t(KT - cv.K + j));
 }
@@ -281,7 +281,7 @@ constexpr std::size_t diagonal_slots = 3;
 
 // Where one lane's columns are: slot 0 is q, slot 1 + 2 j is k of factor j, 2 + 2 j is v of factor j.
 struct DeltaLane {
-    std::size_t H, h, c, dh, d, Fd, FH;
+    std::size_t H, h, c, dh, d, Fd, ld;  // ld: the row stride of zbeta and dzbeta
     __device__ std::size_t q() const { return h * dh + c; }
     __device__ std::size_t k(std::size_t j) const { return d + (j * H + h) * dh + c; }
     __device__ std::size_t kv(std::size_t j) const { return k(j) - d; }  // the factor's column in [N][F d] arrays
@@ -292,7 +292,7 @@ struct DeltaLane {
 template <int DH>
 __device__ DeltaLane delta_lane(const DeltaShape& s, const Place& p) {
     const std::size_t d = s.H * DH;
-    return {s.H, p.h, std::size_t(p.c), DH, d, s.F * d, s.F * s.H};
+    return {s.H, p.h, std::size_t(p.c), DH, d, s.F * d, s.ld};
 }
 // The inputs of factor j at step i of the chunk (row n). The kernels read them a substep ahead (the
 // next factor, or the next step's first factor), so that a step's chain of group reductions does
@@ -303,7 +303,7 @@ struct FactorInputs {
 };
 __device__ FactorInputs load_factor(const DeltaLane& l, const LaneArea& stage, const float* zbeta,
                                     const float* u_saved, std::size_t n, std::size_t i, std::size_t j) {
-    return {stage.at(1 + 2 * j, i), stage.at(2 + 2 * j, i), zbeta[n * l.FH + j * l.H + l.h],
+    return {stage.at(1 + 2 * j, i), stage.at(2 + 2 * j, i), zbeta[n * l.ld + j * l.H + l.h],
             u_saved ? u_saved[n * l.Fd + l.kv(j)] : 0.0f};
 }
 
@@ -431,7 +431,7 @@ __global__ void __launch_bounds__(block_threads, 3) delta_backward_kernel(DeltaS
                 const float dk_raw = (dk - k * group_sum<DH>(k * dk)) / knorm;
                 stage.at(1 + 2 * j, i) = dk_raw * silu_gradf(in.zk);
                 stage.at(2 + 2 * j, i) = du * silu_gradf(in.zv);  // dv = du
-                if (p.valid && p.c == 0) dzbeta[n * lane.FH + j * H + p.h] = db * s.beta_scale * sg * (1.0f - sg);
+                if (p.valid && p.c == 0) dzbeta[n * lane.ld + j * H + p.h] = db * s.beta_scale * sg * (1.0f - sg);
             }
         }
         conv_backward_chunk<KT>(cv, area, slots, column, n0, t0, t1, dpre, p.valid);
@@ -506,7 +506,7 @@ __global__ void __launch_bounds__(block_threads) diagonal_forward_kernel(Diagona
         stage_conv<KT>(cv, area, diagonal_slots, column, n0, t0, t1);
         for (std::size_t t = t0; t < t1; ++t) {
             const std::size_t n = n0 + t, i = t - t0;
-            const float a = diagonal_gate(zdt[n * d + ch], wlog, s.signed_range).a;  // lane c holds a[c] (key index c)
+            const float a = diagonal_gate(zdt[n * s.ld + ch], wlog, s.signed_range).a;  // lane c holds a[c] (key index c)
             const float q = siluf(stage.at(0, i)), k = siluf(stage.at(1, i)), v = siluf(stage.at(2, i));
             diagonal_update<DH>(S, kb, a, k, v, p.slot, p.c);
             broadcast<DH>(q, p.slot, p.c, kb);
@@ -541,7 +541,7 @@ __global__ void __launch_bounds__(block_threads, 3) diagonal_backward_kernel(Dia
     const std::size_t n0 = p.b * s.T;
     // The gate of step t, from its logit z (the pair's first step needs it for the recomputation too).
     auto gate_of = [&](std::size_t t, float& z) {
-        z = zdt[(n0 + t) * d + ch];
+        z = zdt[(n0 + t) * s.ld + ch];
         return diagonal_gate(z, wlog, s.signed_range);
     };
     // One step back: lane c's column of S_t (St) and S_{t-1} (Sp), by index r, read from memory or
@@ -574,7 +574,7 @@ __global__ void __launch_bounds__(block_threads, 3) diagonal_backward_kernel(Dia
         const float common = da * (s.signed_range ? 2.0f : 1.0f) * gate.decay;
         dwlog -= common * gate.delta * gate.ew;
         stage.at(0, i) = dq * silu_gradf(zq), stage.at(1, i) = dk * silu_gradf(zk), stage.at(2, i) = dv * silu_gradf(zv);
-        if (p.valid) dzdt[n * d + ch] = -common * gate.ew * sigmoidf(z);
+        if (p.valid) dzdt[n * s.ld + ch] = -common * gate.ew * sigmoidf(z);
     };
     auto in_memory = [&](std::size_t j) {  // checkpoint j: the state after step 2 j + 1
         const float* column = diagonal_checkpoint(s, saved, p.b, p.h, j) + p.c;
@@ -615,7 +615,7 @@ __global__ void __launch_bounds__(block_threads, 3) diagonal_backward_kernel(Dia
     }
     if (p.valid) {
         write_tap_grads<KT>(cv, area.taps, diagonal_slots, column, p.b, partials);
-        partials[s.B * cv.ld * std::size_t(cv.K) + p.b * d + ch] = dwlog;  // after the taps' [B][3 d][K]
+        partials[s.B * cv.columns * std::size_t(cv.K) + p.b * d + ch] = dwlog;  // after the taps' [B][3 d][K]
     }
 }
 
@@ -659,18 +659,18 @@ void launch_groups(const char* name, std::size_t dh, std::size_t K, std::size_t 
 struct ConvLaunch {
     const float* pre;
     const float* w;
-    std::size_t ld, K, slots;
+    std::size_t columns, ld, K, slots;
     bool backward;
     std::size_t multiple = 1;  // of the chunk's length
     std::size_t KT() const { return tap_length(K); }
     std::size_t chunk() const { return conv_chunk(slots, KT(), multiple); }
-    Conv conv() const { return {pre, w, ld, int(K), chunk()}; }
+    Conv conv() const { return {pre, w, ld, columns, int(K), chunk()}; }
     std::size_t bytes() const { return staged_floats(slots, chunk(), KT(), backward) * block_threads * sizeof(float); }
 };
 
 // The backward stages the most (carry and tap gradients), plus place()'s broadcast slots.
 std::size_t recurrence_shared_bytes(std::size_t slots, std::size_t K, std::size_t multiple) {
-    const ConvLaunch backward{nullptr, nullptr, 0, K, slots, true, multiple};
+    const ConvLaunch backward{nullptr, nullptr, 0, 0, K, slots, true, multiple};
     return backward.bytes() + block_threads * sizeof(float);
 }
 
@@ -683,7 +683,7 @@ void delta_forward(const DeltaShape& s, const float* pre, const float* conv, con
                    float* final, cudaStream_t stream) {
     if (delta_forward_in_chunks(s, tap_length(s.K), pre, conv, zbeta, o, u, final, stream)) return;
     const std::size_t slots = delta_slots(s.F);
-    const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.K, slots, false};
+    const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.ld, s.K, slots, false};
     launch_groups("delta_forward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
                   [&](auto dh, auto kt) {
                       constexpr int DH = decltype(dh)::value, KT = decltype(kt)::value;
@@ -698,7 +698,7 @@ void delta_backward(const DeltaShape& s, const float* pre, const float* conv, co
                     const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta, float* partials,
                     cudaStream_t stream) {
     const std::size_t slots = delta_slots(s.F);
-    const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.K, slots, true};
+    const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.ld, s.K, slots, true};
     launch_groups("delta_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
                   [&](auto dh, auto kt) {
                       constexpr int DH = decltype(dh)::value, KT = decltype(kt)::value;
@@ -706,13 +706,13 @@ void delta_backward(const DeltaShape& s, const float* pre, const float* conv, co
                       if (s.F == 2) return delta_backward_kernel<DH, KT, 2>;
                       return delta_backward_kernel<DH, KT, 0>;
                   }, s, cl.conv(), zbeta, u, final, dO, dpre, partials, dzbeta);
-    add_partial_sums(partials, s.B, cl.ld * s.K, dconv, stream);
+    add_partial_sums(partials, s.B, cl.columns * s.K, dconv, stream);
 }
 
 std::size_t diagonal_saved_floats(const DiagonalShape& s) { return s.B * (s.T / state_every) * s.H * s.dh * s.dh; }
 void diagonal_forward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
                       const float* decay_log, float* o, float* saved, cudaStream_t stream) {
-    const ConvLaunch cl{pre, conv, diagonal_slots * s.H * s.dh, s.K, diagonal_slots, false, state_every};
+    const ConvLaunch cl{pre, conv, diagonal_slots * s.H * s.dh, s.ld, s.K, diagonal_slots, false, state_every};
     launch_groups("diagonal_forward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
                   [&](auto dh, auto kt) {
                       constexpr int DH = decltype(dh)::value, KT = decltype(kt)::value;
@@ -726,12 +726,12 @@ std::size_t diagonal_backward_partials(const DiagonalShape& s) {
 void diagonal_backward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
                        const float* decay_log, const float* saved, const float* dO, float* dpre, float* dconv,
                        float* dzdt, float* ddecay_log, float* partials, cudaStream_t stream) {
-    const ConvLaunch cl{pre, conv, diagonal_slots * s.H * s.dh, s.K, diagonal_slots, true, state_every};
+    const ConvLaunch cl{pre, conv, diagonal_slots * s.H * s.dh, s.ld, s.K, diagonal_slots, true, state_every};
     launch_groups("diagonal_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
                   [](auto dh, auto kt) { return diagonal_backward_kernel<decltype(dh)::value, decltype(kt)::value>; }, s,
                   cl.conv(), zdt, decay_log, saved, dO, dpre, partials, dzdt);
-    add_partial_sums(partials, s.B, cl.ld * s.K, dconv, stream);
-    add_partial_sums(partials + s.B * cl.ld * s.K, s.B, s.H * s.dh, ddecay_log, stream);
+    add_partial_sums(partials, s.B, cl.columns * s.K, dconv, stream);
+    add_partial_sums(partials + s.B * cl.columns * s.K, s.B, s.H * s.dh, ddecay_log, stream);
 }
 
 }  // namespace statetrack::gpu::cuda

@@ -80,7 +80,16 @@ struct ParameterLayout {
     std::size_t total = 0;
 };
 
-ParameterLayout parameter_layout(const ModelConfig& config);
+// Where a mixer's gate projection (wbeta, or mamba's wdt) sits in the buffer: after the conv taps
+// (the canonical order: checkpoints, the CPU backend, init_parameters), or right after wv, where the
+// CUDA backend keeps it on the device so that [wq; wk; wv; gate] is one matrix and the four
+// projections are one product.
+enum class GateSlot { after_taps, after_values };
+ParameterLayout parameter_layout(const ModelConfig& config, GateSlot gate = GateSlot::after_taps);
+// dst (laid out as `to`) receives every tensor of src (laid out as `from`); the two layouts hold the
+// same tensors, possibly in another order.
+void reorder_parameters(const ParameterLayout& from, std::span<const float> src, const ParameterLayout& to,
+                        std::span<float> dst);
 nlohmann::json layout_to_json(const ParameterLayout& layout);
 
 // Deterministic initial weights from `seed` (docs/training.md lists the distributions).
