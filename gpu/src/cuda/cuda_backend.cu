@@ -173,6 +173,7 @@ struct CudaSessionState {
     StepResults* results_host = nullptr;  // pinned
     std::int32_t* batch_host = nullptr;   // pinned tokens then targets
     std::size_t batch_host_capacity = 0;  // int32 values
+    std::size_t labelled = 0;             // the staged batch's labelled positions (targets >= 0)
     std::map<std::pair<std::size_t, std::size_t>, Graph> graphs;
     std::size_t bytes = 0;
 
@@ -555,22 +556,40 @@ void poison(const CudaSession& session) {
     STATETRACK_CUDA(cudaMemsetAsync(s.grads, 0xff, session.layout.total * sizeof(float), s.stream));
 }
 
-void check_batch(const CudaSession& session, const Batch& batch) {
+void check_batch_shape(const Batch& batch) {
     const std::size_t N = batch.batch * batch.length;
     if (N == 0) throw InputError("batch", "", "empty batch");
     if (batch.tokens.size() != N || batch.targets.size() != N)
         throw InputError("batch", "", "tokens and targets must hold B*T values");
-    for (std::int32_t t : batch.tokens)
-        if (t < 0 || std::size_t(t) >= session.config.vocab) throw InputError("batch", "", "token outside the vocabulary");
-    for (std::int32_t t : batch.targets)
-        if (t >= 0 && std::size_t(t) >= session.config.classes) throw InputError("batch", "", "target outside the classes");
 }
 
-// Stages the batch in pinned memory; the copy to the device is enqueued by enqueue_upload (inside a graph).
-void stage_batch(CudaSessionState& s, const Batch& batch) {
+// Stages the batch in pinned memory (the copy to the device is enqueued by enqueue_upload, inside a
+// graph), checking its values and counting its labelled positions on the way: one branch-free pass
+// that vectorises. The GPU is idle while the host does this, and the checks, the copies and the two
+// counts as separate passes took ~0.5 ms a step at T = 256 (host of the lent H100). Nothing is
+// enqueued for a bad batch.
+void stage_batch(const CudaSession& session, CudaSessionState& s, const Batch& batch) {
     const std::size_t N = batch.batch * batch.length;
-    std::copy(batch.tokens.begin(), batch.tokens.end(), s.batch_host);
-    std::copy(batch.targets.begin(), batch.targets.end(), s.batch_host + N);
+    const auto vocab = std::uint32_t(std::min<std::size_t>(session.config.vocab, UINT32_MAX));
+    const auto classes = std::uint32_t(std::min<std::size_t>(session.config.classes, UINT32_MAX));
+    const std::int32_t* tokens = batch.tokens.data();
+    const std::int32_t* targets = batch.targets.data();
+    std::int32_t* staged = s.batch_host;
+    std::uint32_t bad_token = 0, bad_target = 0;
+    std::size_t labelled = 0;
+    for (std::size_t i = 0; i < N; ++i) {
+        staged[i] = tokens[i];
+        bad_token |= std::uint32_t(tokens[i]) >= vocab;  // a negative token is a large unsigned one
+    }
+    for (std::size_t i = 0; i < N; ++i) {
+        const std::int32_t t = targets[i];
+        staged[N + i] = t;
+        bad_target |= (t >= 0) & (std::uint32_t(t) >= classes);
+        labelled += t >= 0;
+    }
+    if (bad_token) throw InputError("batch", "", "token outside the vocabulary");
+    if (bad_target) throw InputError("batch", "", "target outside the classes");
+    s.labelled = labelled;
 }
 void enqueue_upload(CudaSessionState& s, const Plan& p) {
     STATETRACK_CUDA(cudaMemcpyAsync(s.work + p.tokens, s.batch_host, p.N * sizeof(std::int32_t), cudaMemcpyHostToDevice,
@@ -599,10 +618,10 @@ void enqueue_results(CudaSessionState& s) {
     STATETRACK_CUDA(cudaMemcpyAsync(s.results_host, s.results_device, sizeof(StepResults), cudaMemcpyDeviceToHost, s.stream));
 }
 
-void set_step_params(CudaSessionState& s, const Batch& batch, const AdamWOptions* o, std::size_t step, double lr) {
+void set_step_params(CudaSessionState& s, const AdamWOptions* o, std::size_t step, double lr) {
     StepParams& h = *s.params_host;
     h = StepParams{};
-    h.count = float(labelled_positions(batch));
+    h.count = float(s.labelled);
     if (o) {
         h.lr = float(lr), h.decay = float(1 - lr * o->weight_decay);
         h.c1 = float(1 - std::pow(o->beta1, double(step + 1)));
@@ -611,9 +630,9 @@ void set_step_params(CudaSessionState& s, const Batch& batch, const AdamWOptions
     }
 }
 
-CudaStepResult finish(CudaSessionState& s, const Batch& batch) {
+CudaStepResult finish(CudaSessionState& s) {
     STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
-    const std::size_t count = labelled_positions(batch);
+    const std::size_t count = s.labelled;
     return {count ? s.results_host->loss_sum / double(count) : 0.0, std::sqrt(s.results_host->grad_sq),
             std::size_t(s.results_host->correct)};
 }
@@ -647,12 +666,12 @@ void copy_to_host(const CudaSession& session, std::span<float> dst, const float*
 // staged in pinned memory and the step's values (adamw null: no optimizer step).
 Plan prepare(CudaSession& session, const Batch& batch, bool training, const AdamWOptions* adamw, std::size_t step,
              double lr) {
-    check_batch(session, batch);
+    check_batch_shape(batch);
     CudaSessionState& s = on_device(session);
     const Plan p = make_plan(session.config, batch.batch, batch.length, training, s.params16 != nullptr);
     reserve(s, p);
-    stage_batch(s, batch);
-    set_step_params(s, batch, adamw, step, lr);
+    stage_batch(session, s, batch);
+    set_step_params(s, adamw, step, lr);
     return p;
 }
 
@@ -803,17 +822,14 @@ CudaStepResult cuda_loss_gradient_correct(CudaSession& session, const Batch& bat
     poison(session);
     enqueue_loss_and_gradient(session, p);
     enqueue_results(s);
-    return finish(s, batch);
+    return finish(s);
 }
 
 CudaStepResult cuda_adamw_step(CudaSession& session, const AdamWOptions& options, std::size_t step, double lr) {
     CudaSessionState& s = on_device(session);
     STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
-    // keep the count of the last batch; only the optimizer fields change
-    const float count = s.params_host->count;
-    Batch none;
-    set_step_params(s, none, &options, step, lr);
-    s.params_host->count = count;
+    // the count stays the last batch's (s.labelled); only the optimizer fields change
+    set_step_params(s, &options, step, lr);
     STATETRACK_CUDA(cudaMemcpyAsync(s.params_device, s.params_host, sizeof(StepParams), cudaMemcpyHostToDevice, s.stream));
     enqueue_adamw(session);
     enqueue_results(s);
@@ -833,7 +849,7 @@ CudaStepResult cuda_train_step(CudaSession& session, const Batch& batch, const A
     poison(session);
     if (!session.options.graphs) {
         enqueue_step();
-        return finish(s, batch);
+        return finish(s);
     }
     const auto shape = std::make_pair(p.B, p.T);
     auto found = s.graphs.find(shape);
@@ -855,7 +871,7 @@ CudaStepResult cuda_train_step(CudaSession& session, const Batch& batch, const A
         found = s.graphs.emplace(shape, g).first;
     }
     STATETRACK_CUDA(cudaGraphLaunch(found->second.exec, s.stream));
-    return finish(s, batch);
+    return finish(s);
 }
 
 std::size_t cuda_session_bytes(const CudaSession& session) { return session.state ? session.state->bytes : 0; }
