@@ -584,13 +584,23 @@ TEST(CudaBackend, BadInputIsRejected) {
     upload_parameters(session, w);
     EXPECT_THROW(upload_parameters(session, std::vector<float>(3)), InputError);
     Batch batch = random_batch(2, 4, c.vocab, c.classes, 1);
+    const Batch good = batch;
+    const double loss = cuda_loss_and_gradient(session, good);
     batch.tokens[3] = 7;  // outside the vocabulary of 3
     EXPECT_THROW(cuda_loss_and_gradient(session, batch), InputError);
-    batch = random_batch(2, 4, c.vocab, c.classes, 1);
-    batch.targets[0] = 5;
+    batch.tokens[3] = -1;  // negative: the staging's unsigned comparison must catch it too
+    EXPECT_THROW(cuda_loss_and_gradient(session, batch), InputError);
+    batch = good;
+    batch.targets[7] = 5;  // the last position: the check covers the whole batch
     EXPECT_THROW(cuda_loss_and_gradient(session, batch), InputError);
     batch.tokens.pop_back();
     EXPECT_THROW(cuda_loss_and_gradient(session, batch), InputError);
+    // the refused batches changed nothing: the same batch gives the same loss, and negative targets
+    // are unlabelled positions, not errors
+    EXPECT_EQ(cuda_loss_and_gradient(session, good), loss);
+    batch = good;
+    batch.targets[0] = -3;
+    EXPECT_NO_THROW(cuda_loss_and_gradient(session, batch));
 }
 
 }  // namespace
