@@ -22,10 +22,19 @@ using json = nlohmann::json;
 using Result = statetrack::testing::CliOutcome;
 const auto slurp = statetrack::testing::read_text;
 
+// This process's scratch folder, removed when the process ends (ctest runs each test in a process
+// of its own, so a folder per test that was left behind piled up in /tmp).
+struct Scratch {
+    fs::path dir = fs::temp_directory_path() / ("statetrack_cli_sweep_" + std::to_string(::getpid()));
+    ~Scratch() {
+        std::error_code ignored;
+        fs::remove_all(dir, ignored);
+    }
+};
 fs::path scratch() {
-    const fs::path dir = fs::temp_directory_path() / ("statetrack_cli_sweep_" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    return dir;
+    static const Scratch folder;
+    fs::create_directories(folder.dir);
+    return folder.dir;
 }
 
 Result run(const std::string& args, const std::string& env = "") {
