@@ -55,7 +55,7 @@ struct Plan {
     std::size_t dx, dxn, s1, s2, dh_next, dc_next;
     std::size_t dx16;  // bf16 copy of dx, the MLP backward's operand (mlp16 only)
     std::size_t tokens, targets;  // int32 arrays, stored in float-sized slots
-    std::size_t partials;         // the fixed-order sums' scratch (kernels.cuh), shared by every sum
+    std::size_t partials;         // the fixed-order sums' scratch (kernels.cuh): see make_plan
     std::size_t total = 0;
 };
 
@@ -65,6 +65,23 @@ DeltaShape delta_shape(const Plan& p, const ModelConfig& c) {
 }
 DiagonalShape diagonal_shape(const Plan& p, const ModelConfig& c) {
     return {p.B, p.T, p.H, p.dh, p.K, c.eig == EigRange::signed_unit, p.proj};
+}
+
+// A region of the partial-sums scratch: whole 256-byte blocks, so that every region stays aligned.
+std::size_t partials_region(std::size_t floats) { return (floats + 63) / 64 * 64; }
+// The scratch of every sum of the backward pass (each has a region of its own: they are added at
+// its end, kernels.cuh), in the order it takes them: the head's bias, the final norm, per layer the
+// MLP's norm, the mixer's sums and the layer's first norm, then the embedding.
+std::size_t backward_partials(const Plan& p, const ModelConfig& c) {
+    const std::size_t N = p.N, d = p.d, norm = partials_region(rmsnorm_backward_partials(N, d));
+    std::size_t mixer = 0;
+    if (c.mixer == Mixer::lstm) mixer = partials_region(column_sums_partials(N, 4 * d));
+    else if (c.mixer == Mixer::mamba)
+        mixer = norm + partials_region(diagonal_backward_partials(diagonal_shape(p, c))) +
+                partials_region(column_sums_partials(N, d));
+    else mixer = norm + partials_region(delta_backward_partials(delta_shape(p, c)));
+    return partials_region(column_sums_partials(N, p.C)) + norm + c.layers * (2 * norm + mixer) +
+           partials_region(embed_backward_partials(N, d, c.vocab));
 }
 
 Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training, bool mlp16) {
@@ -110,16 +127,9 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
         p.dh_next = take(B * d), p.dc_next = take(B * d);
         if (mlp16) p.dx16 = take((N * d + 1) / 2);
     }
-    // the largest partial sums of any reduction of the step (they run one after the other)
-    std::size_t partials = step_results_partials();
-    if (training) {
-        partials = std::max({partials, embed_backward_partials(N, d, c.vocab), rmsnorm_backward_partials(N, d),
-                             column_sums_partials(N, p.C), column_sums_partials(N, 4 * d),  // head, LSTM bias
-                             column_sums_partials(N, d)});                                  // mamba's dt bias
-        if (mamba) partials = std::max(partials, diagonal_backward_partials(diagonal_shape(p, c)));
-        else if (!lstm) partials = std::max(partials, delta_backward_partials(delta_shape(p, c)));
-    }
-    p.partials = take(partials);
+    // The fixed-order sums' scratch: the loss and the gradient norm use its start (one after the
+    // other, and not while the backward's sums are pending); each sum of the backward has a region.
+    p.partials = take(std::max(step_results_partials(), training ? backward_partials(p, c) : 0));
     return p;
 }
 
@@ -442,11 +452,22 @@ void backward_pass(CudaSession& session, const Plan& p) {
     // head and final norm
     blas.input_grad(ws + p.dlogits, p.C, W + L.head, dxn, d, N, d, p.C, false);
     side.weight_grad(ws + p.xnf, d, ws + p.dlogits, p.C, G + L.head, N, d, p.C);
-    float* partials = ws + p.partials;
-    column_sums(ws + p.dlogits, p.C, G + L.head_bias, N, p.C, partials, st);
+    // Each sum of this pass writes its partial sums to a region of its own and is added at the end,
+    // in one launch (kernels.cuh, Partials); the regions in the order backward_partials lists them.
+    std::vector<PartialSum> sums;
+    float* next_region = ws + p.partials;
+    float* const regions_end = next_region + backward_partials(p, c);
+    auto region = [&](std::size_t floats) {
+        const Partials r{next_region, &sums};
+        next_region += partials_region(floats);
+        if (next_region > regions_end) throw std::logic_error("backward_pass: more partial sums than the plan holds");
+        return r;
+    };
+    const std::size_t norm_partials = rmsnorm_backward_partials(N, d);
+    column_sums(ws + p.dlogits, p.C, G + L.head_bias, N, p.C, region(column_sums_partials(N, p.C)), st);
     bf16* dx16 = p.mlp16 ? as16(ws + p.dx16) : nullptr;  // dx in bf16 for the MLP's products
-    rmsnorm_backward(ws + p.x[c.layers], W + L.norm_f, ws + p.rf, dxn, dx, G + L.norm_f, N, d, d, false, partials, st,
-                     dx16);
+    rmsnorm_backward(ws + p.x[c.layers], W + L.norm_f, ws + p.rf, dxn, dx, G + L.norm_f, N, d, d, false,
+                     region(norm_partials), st, dx16);
     // the last side product of the layer above (the projections'): it reads s1 ([dpre | dz])
     cudaEvent_t wq_done = nullptr;
     for (std::size_t l = c.layers; l-- > 0;) {
@@ -473,7 +494,8 @@ void backward_pass(CudaSession& session, const Plan& p) {
             wgate_done = side.weight_grad(ws + a.xn2, d, dgu, 2 * p.m, G + sl.wgate, N, d, 2 * p.m);
         }
         side.join(wdown_done);  // dx is added to next
-        rmsnorm_backward(ws + a.x_mid, W + sl.norm2, ws + a.r2, dxn, dx, G + sl.norm2, N, d, d, true, partials, st);
+        rmsnorm_backward(ws + a.x_mid, W + sl.norm2, ws + a.r2, dxn, dx, G + sl.norm2, N, d, d, true,
+                         region(norm_partials), st);
         // mixer (s2, dgu above, is written next)
         side.join(wgate_done);
         cudaEvent_t wo_done = nullptr;
@@ -492,7 +514,7 @@ void backward_pass(CudaSession& session, const Plan& p) {
             blas.weight_grad(ws + a.hprev, d, dZ, 4 * d, G + sl.lstm_wh, N, d, 4 * d);
             blas.input_grad(dZ, 4 * d, W + sl.lstm_wx, dxn, d, N, d, 4 * d, false);
             blas.weight_grad(ws + a.xn1, d, dZ, 4 * d, G + sl.lstm_wx, N, d, 4 * d);
-            column_sums(dZ, 4 * d, G + sl.lstm_bias, N, 4 * d, partials, st);
+            column_sums(dZ, 4 * d, G + sl.lstm_bias, N, 4 * d, region(column_sums_partials(N, 4 * d)), st);
         } else {
             float* dOn = ws + p.s1;
             float* dO = ws + p.s2;
@@ -501,14 +523,16 @@ void backward_pass(CudaSession& session, const Plan& p) {
             const float* zg = ws + a.pre + p.qkv;
             blas.input_grad(dx, d, W + sl.wo, dOn, d, N, d, d, false);
             wo_done = side.weight_grad(ws + a.on, d, dx, d, G + sl.wo, N, d, d);
-            rmsnorm_backward(ws + a.o, W + sl.onorm, ws + a.ro, dOn, dO, G + sl.onorm, N, d, p.dh, false, partials, st);
+            rmsnorm_backward(ws + a.o, W + sl.onorm, ws + a.ro, dOn, dO, G + sl.onorm, N, d, p.dh, false,
+                             region(norm_partials), st);
             if (c.mixer == Mixer::mamba) {
                 diagonal_backward(diagonal_shape(p, c), ws + a.pre, W + sl.conv_q, zg, W + sl.decay_log, ws + a.saved,
-                                  dO, dpre, G + sl.conv_q, dz, G + sl.decay_log, partials, st);
-                column_sums(dz, p.proj, G + sl.bdt, N, d, partials, st);
+                                  dO, dpre, G + sl.conv_q, dz, G + sl.decay_log,
+                                  region(diagonal_backward_partials(diagonal_shape(p, c))), st);
+                column_sums(dz, p.proj, G + sl.bdt, N, d, region(column_sums_partials(N, d)), st);
             } else {
                 delta_backward(delta_shape(p, c), ws + a.pre, W + sl.conv_q, zg, ws + a.saved, ws + a.final, dO, dpre,
-                               G + sl.conv_q, dz, partials, st);
+                               G + sl.conv_q, dz, region(delta_backward_partials(delta_shape(p, c))), st);
             }
             // one product each for the four projections (wq .. the gate adjacent, as in the forward)
             blas.input_grad(dpre, p.proj, W + sl.wq, dxn, d, N, d, p.proj, false);
@@ -516,10 +540,12 @@ void backward_pass(CudaSession& session, const Plan& p) {
         }
         // the dx of the layer below (its MLP's operand); the first layer's goes to the embedding only
         side.join(wo_done);  // dx (and dx16) are written next
-        rmsnorm_backward(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, N, d, d, true, partials, st,
-                         l > 0 ? dx16 : nullptr);
+        rmsnorm_backward(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, N, d, d, true,
+                         region(norm_partials), st, l > 0 ? dx16 : nullptr);
     }
-    embed_backward(reinterpret_cast<const std::int32_t*>(ws + p.tokens), dx, G + L.embed, N, d, c.vocab, partials, st);
+    embed_backward(reinterpret_cast<const std::int32_t*>(ws + p.tokens), dx, G + L.embed, N, d, c.vocab,
+                   region(embed_backward_partials(N, d, c.vocab)), st);
+    add_partial_sums(sums, st);
     side.finish();
 }
 

@@ -57,12 +57,12 @@ __device__ double block_sum(double x) {
 // 99 us and each gain's 128 columns 8.7 us on 4 SMs; the step's sums 122 / 229 us at T = 40 / 256
 // (ncu, H100, 2026-11-25). A kernel of this size takes ~4 us, so one launch, not two levels.
 constexpr unsigned partial_threads = 1024, partial_loads = 8;
-__global__ void __launch_bounds__(partial_threads) add_partial_sums_kernel(const float* __restrict__ partials,
-                                                                           std::size_t parts, std::size_t width,
-                                                                           unsigned cw, float* __restrict__ out) {
+// Block `block` of the sum: columns block * cw .. + cw - 1.
+__device__ void add_partial_sums_block(const float* __restrict__ partials, std::size_t parts, std::size_t width,
+                                       unsigned cw, float* __restrict__ out, unsigned block) {
     __shared__ float sums[partial_threads];
     const unsigned t = threadIdx.x, rows = partial_threads / cw, r = t / cw;
-    const std::size_t c = std::size_t(blockIdx.x) * cw + t % cw;
+    const std::size_t c = std::size_t(block) * cw + t % cw;
     float acc = 0;
     if (c < width) {
 #pragma unroll partial_loads
@@ -75,6 +75,25 @@ __global__ void __launch_bounds__(partial_threads) add_partial_sums_kernel(const
         __syncthreads();
     }
     if (r == 0 && c < width) out[c] += sums[t];
+}
+__global__ void __launch_bounds__(partial_threads) add_partial_sums_kernel(const float* __restrict__ partials,
+                                                                           std::size_t parts, std::size_t width,
+                                                                           unsigned cw, float* __restrict__ out) {
+    add_partial_sums_block(partials, parts, width, cw, out, blockIdx.x);
+}
+// Up to batched_sums sums in one grid: block b is block b - first[i] of sum i.
+constexpr int batched_sums = 32;
+struct SumBatch {
+    PartialSum sum[batched_sums];
+    unsigned cw[batched_sums];
+    unsigned first[batched_sums + 1];  // first[count]: the grid
+    int count;
+};
+__global__ void __launch_bounds__(partial_threads) add_partial_sums_batch_kernel(const SumBatch batch) {
+    int i = 0;
+    while (i + 1 < batch.count && blockIdx.x >= batch.first[i + 1]) ++i;
+    const PartialSum& s = batch.sum[i];
+    add_partial_sums_block(s.partials, s.parts, s.width, batch.cw[i], s.out, blockIdx.x - batch.first[i]);
 }
 // *out += the sum of count doubles, by one warp (lane l takes every 32nd from l; the shuffle tree
 // is the same every time).
@@ -550,12 +569,38 @@ void embed_forward(const std::int32_t* tokens, const float* table, float* x, std
     launched("embed_forward");
 }
 
+// Columns per block: a power of two, at most width, and parts / R <= partial_loads where that allows.
+unsigned partial_columns(std::size_t parts, std::size_t width) {
+    unsigned cw = 32;
+    while (cw > 1 && (cw > width || cw * parts > std::size_t(partial_loads) * partial_threads)) cw /= 2;
+    return cw;
+}
 void add_partial_sums(const float* partials, std::size_t parts, std::size_t width, float* out, cudaStream_t stream) {
     if (width == 0) return;
-    unsigned cw = 32;  // a power of two: at most width, and parts / R <= partial_loads where that allows
-    while (cw > 1 && (cw > width || cw * parts > std::size_t(partial_loads) * partial_threads)) cw /= 2;
+    const unsigned cw = partial_columns(parts, width);
     add_partial_sums_kernel<<<blocks_for(width, int(cw)), partial_threads, 0, stream>>>(partials, parts, width, cw, out);
     launched("add_partial_sums");
+}
+void add_or_defer(const Partials& p, const PartialSum& sum, cudaStream_t stream) {
+    if (p.later) p.later->push_back(sum);
+    else add_partial_sums(sum.partials, sum.parts, sum.width, sum.out, stream);
+}
+void add_partial_sums(const std::vector<PartialSum>& sums, cudaStream_t stream) {
+    SumBatch batch{};
+    auto launch = [&] {
+        if (batch.count == 0) return;
+        add_partial_sums_batch_kernel<<<batch.first[batch.count], partial_threads, 0, stream>>>(batch);
+        launched("add_partial_sums (batch)");
+        batch = SumBatch{};
+    };
+    for (const PartialSum& s : sums) {
+        if (s.width == 0) continue;
+        if (batch.count == batched_sums) launch();
+        const int i = batch.count++;
+        batch.sum[i] = s, batch.cw[i] = partial_columns(s.parts, s.width);
+        batch.first[i + 1] = batch.first[i] + blocks_for(s.width, int(batch.cw[i]));
+    }
+    launch();
 }
 void add_double_sum(const double* partials, std::size_t count, double* out, cudaStream_t stream) {
     add_double_sum_kernel<<<1, 32, 0, stream>>>(partials, count, out);
@@ -566,14 +611,14 @@ std::size_t embed_backward_partials(std::size_t rows, std::size_t d, std::size_t
     return chunks_of(rows, rows_per_chunk(rows, vocab * d, embed_chunk)) * vocab * d;
 }
 void embed_backward(const std::int32_t* tokens, const float* dx, float* dtable, std::size_t rows, std::size_t d,
-                    std::size_t vocab, float* partials, cudaStream_t stream) {
+                    std::size_t vocab, const Partials& partials, cudaStream_t stream) {
     const std::size_t chunk = rows_per_chunk(rows, vocab * d, embed_chunk), chunks = chunks_of(rows, chunk);
     const std::size_t slice = embed_slice(d, vocab);
     const dim3 grid(unsigned(chunks_of(vocab, slice)), unsigned(chunks));
-    embed_backward_kernel<<<grid, threads, slice * d * sizeof(float), stream>>>(tokens, dx, partials, rows, d, vocab,
-                                                                               chunk, slice);
+    embed_backward_kernel<<<grid, threads, slice * d * sizeof(float), stream>>>(tokens, dx, partials.scratch, rows, d,
+                                                                               vocab, chunk, slice);
     launched("embed_backward");
-    add_partial_sums(partials, chunks, vocab * d, dtable, stream);
+    add_or_defer(partials, {partials.scratch, chunks, vocab * d, dtable}, stream);
 }
 
 // Blocks of the RMSNorm backward that the device holds at once (its launch bounds guarantee
@@ -640,20 +685,20 @@ std::size_t rmsnorm_backward_partials(std::size_t rows, std::size_t width) {
     return std::max(std::size_t(norm_backward_blocks()) * width, column_chunks(rows, width).partials());
 }
 void rmsnorm_backward(const float* x, const float* g, const float* rinv, const float* dy, float* dx, float* dg,
-                      std::size_t rows, std::size_t width, std::size_t group, bool accumulate, float* partials,
-                      cudaStream_t stream, bf16* dx16) {
+                      std::size_t rows, std::size_t width, std::size_t group, bool accumulate,
+                      const Partials& partials, cudaStream_t stream, bf16* dx16) {
     RowShape shape{};
     unsigned chunks = 0;
-    if (aligned16(partials) &&
+    if (aligned16(partials.scratch) &&
         vector_rows(rows, width, group, {x, dy, dx, reinterpret_cast<const float*>(dx16)}, shape, chunks)) {
         const unsigned blocks = std::min(norm_backward_blocks(), unsigned((rows + row_warps - 1) / row_warps));
         with_chunks(chunks, [&](auto ch) {
             constexpr int CH = decltype(ch)::value;
-            rmsnorm_backward_rows_kernel<CH><<<blocks, row_warps * 32, 0, stream>>>(x, g, rinv, dy, dx, dx16, partials,
-                                                                                   unsigned(rows), shape, accumulate);
+            rmsnorm_backward_rows_kernel<CH><<<blocks, row_warps * 32, 0, stream>>>(
+                x, g, rinv, dy, dx, dx16, partials.scratch, unsigned(rows), shape, accumulate);
         });
         launched("rmsnorm_backward");
-        add_partial_sums(partials, blocks, width, dg, stream);
+        add_or_defer(partials, {partials.scratch, blocks, width, dg}, stream);
         return;
     }
     if (dx16) throw std::invalid_argument("rmsnorm_backward: a bf16 copy needs the row kernel's layout");
@@ -661,9 +706,10 @@ void rmsnorm_backward(const float* x, const float* g, const float* rinv, const f
                                                                                             width, group, accumulate);
     launched("rmsnorm_backward");
     const ColumnChunks gain = column_chunks(rows, width);
-    rmsnorm_gain_kernel<<<gain.grid(), threads, 0, stream>>>(x, rinv, dy, partials, rows, width, group, gain.rows_each);
+    rmsnorm_gain_kernel<<<gain.grid(), threads, 0, stream>>>(x, rinv, dy, partials.scratch, rows, width, group,
+                                                             gain.rows_each);
     launched("rmsnorm_gain");
-    add_partial_sums(partials, gain.count, width, dg, stream);
+    add_or_defer(partials, {partials.scratch, gain.count, width, dg}, stream);
 }
 
 void add_bias(float* y, std::size_t ld, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream) {
@@ -672,12 +718,12 @@ void add_bias(float* y, std::size_t ld, const float* bias, std::size_t rows, std
 }
 
 std::size_t column_sums_partials(std::size_t rows, std::size_t cols) { return column_chunks(rows, cols).partials(); }
-void column_sums(const float* y, std::size_t ld, float* out, std::size_t rows, std::size_t cols, float* partials,
-                 cudaStream_t stream) {
+void column_sums(const float* y, std::size_t ld, float* out, std::size_t rows, std::size_t cols,
+                 const Partials& partials, cudaStream_t stream) {
     const ColumnChunks chunks = column_chunks(rows, cols);
-    column_sums_kernel<<<chunks.grid(), threads, 0, stream>>>(y, ld, partials, rows, cols, chunks.rows_each);
+    column_sums_kernel<<<chunks.grid(), threads, 0, stream>>>(y, ld, partials.scratch, rows, cols, chunks.rows_each);
     launched("column_sums");
-    add_partial_sums(partials, chunks.count, cols, out, stream);
+    add_or_defer(partials, {partials.scratch, chunks.count, cols, out}, stream);
 }
 
 // The vectorised SwiGLU's shape, if m and the arrays allow it.

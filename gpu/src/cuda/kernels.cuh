@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace statetrack::gpu::cuda {
 
@@ -34,12 +35,33 @@ struct StepResults {
 // gives the same bits in every run. Launches on one stream, so all of them may share one scratch.
 // out[i] += sum over p < parts of partials[p * width + i].
 void add_partial_sums(const float* partials, std::size_t parts, std::size_t width, float* out, cudaStream_t stream);
+// One such sum, to be added later.
+struct PartialSum {
+    const float* partials;
+    std::size_t parts, width;
+    float* out;
+};
+// Where a launcher writes its partial sums (scratch: 16-byte aligned, at least its *_partials()
+// floats) and when they are added: at once on the launch's stream (later null), or appended to
+// *later and added with the others by one add_partial_sums(list) launch. The backward pass defers
+// its sums so: they feed only the gradient norm and AdamW, and their eleven launches (~6.5 us each
+// at T = 40, mostly latency) sat on the chain of input gradients. A deferred sum's scratch must stay
+// untouched until that launch, so each needs a region of its own.
+struct Partials {
+    float* scratch;
+    std::vector<PartialSum>* later = nullptr;
+};
+// The sum now, on `stream`, or appended to p.later.
+void add_or_defer(const Partials& p, const PartialSum& sum, cudaStream_t stream);
+// Every sum of the list, each with the same threads and order as add_partial_sums, in one launch
+// per 32 sums.
+void add_partial_sums(const std::vector<PartialSum>& sums, cudaStream_t stream);
 
 void embed_forward(const std::int32_t* tokens, const float* table, float* x, std::size_t rows, std::size_t d,
                    cudaStream_t stream);
 // dtable[token[n]] += dx[n] for every row.
 void embed_backward(const std::int32_t* tokens, const float* dx, float* dtable, std::size_t rows, std::size_t d,
-                    std::size_t vocab, float* partials, cudaStream_t stream);
+                    std::size_t vocab, const Partials& partials, cudaStream_t stream);
 std::size_t embed_backward_partials(std::size_t rows, std::size_t d, std::size_t vocab);
 
 // y = g * x * r per group of `group` columns, r = 1 / sqrt(mean(x^2) + eps). With y16, y is written
@@ -49,14 +71,14 @@ void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, std:
 // dx (+)= r g dy - x r^3 sum(g dy x) / group (accumulate or overwrite); dg += sum_n dy x r. dx16
 // (optional, vectorised layouts only) receives a bf16 copy of the new dx.
 void rmsnorm_backward(const float* x, const float* g, const float* rinv, const float* dy, float* dx, float* dg,
-                      std::size_t rows, std::size_t width, std::size_t group, bool accumulate, float* partials,
-                      cudaStream_t stream, bf16* dx16 = nullptr);
+                      std::size_t rows, std::size_t width, std::size_t group, bool accumulate,
+                      const Partials& partials, cudaStream_t stream, bf16* dx16 = nullptr);
 std::size_t rmsnorm_backward_partials(std::size_t rows, std::size_t width);
 
 // y[n][:] += bias; out[c] += sum_n y[n][c] (bias gradients); y's rows ld apart.
 void add_bias(float* y, std::size_t ld, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream);
-void column_sums(const float* y, std::size_t ld, float* out, std::size_t rows, std::size_t cols, float* partials,
-                 cudaStream_t stream);
+void column_sums(const float* y, std::size_t ld, float* out, std::size_t rows, std::size_t cols,
+                 const Partials& partials, cudaStream_t stream);
 std::size_t column_sums_partials(std::size_t rows, std::size_t cols);
 
 // SwiGLU on gu = [gate | up] ([rows][2m]): h = silu(gate) * up; and its backward into dgu.
@@ -114,8 +136,8 @@ bool delta_forward_in_chunks(const DeltaShape& s, std::size_t KT, const float* p
 // through the L2 norms, the SiLU and the conv), dconv (+=, summed over the words in a fixed order),
 // dzbeta.
 void delta_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
-                    const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta, float* partials,
-                    cudaStream_t stream);
+                    const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta,
+                    const Partials& partials, cudaStream_t stream);
 std::size_t delta_backward_partials(const DeltaShape& s);
 
 // Bytes of shared memory per block (static and dynamic) that the recurrence kernels need at most,
@@ -141,7 +163,7 @@ void diagonal_forward(const DiagonalShape& s, const float* pre, const float* con
 // sums over the words in a fixed order.
 void diagonal_backward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
                        const float* decay_log, const float* saved, const float* dO, float* dpre, float* dconv,
-                       float* dzdt, float* ddecay_log, float* partials, cudaStream_t stream);
+                       float* dzdt, float* ddecay_log, const Partials& partials, cudaStream_t stream);
 std::size_t diagonal_backward_partials(const DiagonalShape& s);
 
 }  // namespace statetrack::gpu::cuda

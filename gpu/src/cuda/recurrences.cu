@@ -695,8 +695,8 @@ void delta_forward(const DeltaShape& s, const float* pre, const float* conv, con
 
 std::size_t delta_backward_partials(const DeltaShape& s) { return s.B * s.H * s.dh * delta_slots(s.F) * s.K; }
 void delta_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
-                    const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta, float* partials,
-                    cudaStream_t stream) {
+                    const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta,
+                    const Partials& partials, cudaStream_t stream) {
     const std::size_t slots = delta_slots(s.F);
     const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.ld, s.K, slots, true};
     launch_groups("delta_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
@@ -705,8 +705,8 @@ void delta_backward(const DeltaShape& s, const float* pre, const float* conv, co
                       if (s.F == 1) return delta_backward_kernel<DH, KT, 1>;
                       if (s.F == 2) return delta_backward_kernel<DH, KT, 2>;
                       return delta_backward_kernel<DH, KT, 0>;
-                  }, s, cl.conv(), zbeta, u, final, dO, dpre, partials, dzbeta);
-    add_partial_sums(partials, s.B, cl.columns * s.K, dconv, stream);
+                  }, s, cl.conv(), zbeta, u, final, dO, dpre, partials.scratch, dzbeta);
+    add_or_defer(partials, {partials.scratch, s.B, cl.columns * s.K, dconv}, stream);
 }
 
 std::size_t diagonal_saved_floats(const DiagonalShape& s) { return s.B * (s.T / state_every) * s.H * s.dh * s.dh; }
@@ -725,13 +725,13 @@ std::size_t diagonal_backward_partials(const DiagonalShape& s) {
 }
 void diagonal_backward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
                        const float* decay_log, const float* saved, const float* dO, float* dpre, float* dconv,
-                       float* dzdt, float* ddecay_log, float* partials, cudaStream_t stream) {
+                       float* dzdt, float* ddecay_log, const Partials& partials, cudaStream_t stream) {
     const ConvLaunch cl{pre, conv, diagonal_slots * s.H * s.dh, s.ld, s.K, diagonal_slots, true, state_every};
     launch_groups("diagonal_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
                   [](auto dh, auto kt) { return diagonal_backward_kernel<decltype(dh)::value, decltype(kt)::value>; }, s,
-                  cl.conv(), zdt, decay_log, saved, dO, dpre, partials, dzdt);
-    add_partial_sums(partials, s.B, cl.columns * s.K, dconv, stream);
-    add_partial_sums(partials + s.B * cl.columns * s.K, s.B, s.H * s.dh, ddecay_log, stream);
+                  cl.conv(), zdt, decay_log, saved, dO, dpre, partials.scratch, dzdt);
+    add_or_defer(partials, {partials.scratch, s.B, cl.columns * s.K, dconv}, stream);
+    add_or_defer(partials, {partials.scratch + s.B * cl.columns * s.K, s.B, s.H * s.dh, ddecay_log}, stream);
 }
 
 }  // namespace statetrack::gpu::cuda
