@@ -53,6 +53,7 @@ struct Plan {
     std::vector<LayerActs> layers;
     std::size_t xnf, rf, logits, dlogits;
     std::size_t dx, dxn, s1, s2, dh_next, dc_next;
+    std::size_t dO;  // the mixers' output gradient: not in s2, which the MLP's wgate gradient may still read
     std::size_t dx16;  // bf16 copy of dx, the MLP backward's operand (mlp16 only)
     std::size_t tokens, targets;  // int32 arrays, stored in float-sized slots
     std::size_t partials;         // the fixed-order sums' scratch (kernels.cuh): see make_plan
@@ -124,6 +125,7 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
         const std::size_t wide = std::max({p.proj, 2 * p.m, 4 * d});
         p.dlogits = take(N * p.C), p.dx = take(N * d), p.dxn = take(N * d);
         p.s1 = take(N * wide), p.s2 = take(N * wide);
+        if (!lstm) p.dO = take(N * d);
         p.dh_next = take(B * d), p.dc_next = take(B * d);
         if (mlp16) p.dx16 = take((N * d + 1) / 2);
     }
@@ -496,10 +498,12 @@ void backward_pass(CudaSession& session, const Plan& p) {
         side.join(wdown_done);  // dx is added to next
         rmsnorm_backward(ws + a.x_mid, W + sl.norm2, ws + a.r2, dxn, dx, G + sl.norm2, N, d, d, true,
                          region(norm_partials), st);
-        // mixer (s2, dgu above, is written next)
-        side.join(wgate_done);
+        // mixer. The LSTM writes s2 (dgu above) next; the linear-attention mixers do not, so the
+        // wgate gradient may run beside their backward, into the tail of the recurrence kernel's
+        // last wave of blocks (joined before the first norm's backward, through wo_done).
         cudaEvent_t wo_done = nullptr;
         if (c.mixer == Mixer::lstm) {
+            side.join(wgate_done);
             float* dH = ws + p.s1;
             float* dZ = ws + p.s2;
             float* dh_next = ws + p.dh_next;
@@ -517,7 +521,7 @@ void backward_pass(CudaSession& session, const Plan& p) {
             column_sums(dZ, 4 * d, G + sl.lstm_bias, N, 4 * d, region(column_sums_partials(N, 4 * d)), st);
         } else {
             float* dOn = ws + p.s1;
-            float* dO = ws + p.s2;
+            float* dO = ws + p.dO;
             float* dpre = ws + p.s1;        // [dq | dk | dv | dz], as the forward's pre
             float* dz = dpre + p.qkv;       // the gate logits' gradient
             const float* zg = ws + a.pre + p.qkv;
