@@ -76,11 +76,6 @@ __device__ void add_partial_sums_block(const float* __restrict__ partials, std::
     }
     if (r == 0 && c < width) out[c] += sums[t];
 }
-__global__ void __launch_bounds__(partial_threads) add_partial_sums_kernel(const float* __restrict__ partials,
-                                                                           std::size_t parts, std::size_t width,
-                                                                           unsigned cw, float* __restrict__ out) {
-    add_partial_sums_block(partials, parts, width, cw, out, blockIdx.x);
-}
 // Up to batched_sums sums in one grid: block b is block b - first[i] of sum i.
 constexpr int batched_sums = 32;
 struct SumBatch {
@@ -575,22 +570,12 @@ unsigned partial_columns(std::size_t parts, std::size_t width) {
     while (cw > 1 && (cw > width || cw * parts > std::size_t(partial_loads) * partial_threads)) cw /= 2;
     return cw;
 }
-void add_partial_sums(const float* partials, std::size_t parts, std::size_t width, float* out, cudaStream_t stream) {
-    if (width == 0) return;
-    const unsigned cw = partial_columns(parts, width);
-    add_partial_sums_kernel<<<blocks_for(width, int(cw)), partial_threads, 0, stream>>>(partials, parts, width, cw, out);
-    launched("add_partial_sums");
-}
-void add_or_defer(const Partials& p, const PartialSum& sum, cudaStream_t stream) {
-    if (p.later) p.later->push_back(sum);
-    else add_partial_sums(sum.partials, sum.parts, sum.width, sum.out, stream);
-}
 void add_partial_sums(const std::vector<PartialSum>& sums, cudaStream_t stream) {
     SumBatch batch{};
     auto launch = [&] {
         if (batch.count == 0) return;
         add_partial_sums_batch_kernel<<<batch.first[batch.count], partial_threads, 0, stream>>>(batch);
-        launched("add_partial_sums (batch)");
+        launched("add_partial_sums");
         batch = SumBatch{};
     };
     for (const PartialSum& s : sums) {
@@ -618,7 +603,7 @@ void embed_backward(const std::int32_t* tokens, const float* dx, float* dtable, 
     embed_backward_kernel<<<grid, threads, slice * d * sizeof(float), stream>>>(tokens, dx, partials.scratch, rows, d,
                                                                                vocab, chunk, slice);
     launched("embed_backward");
-    add_or_defer(partials, {partials.scratch, chunks, vocab * d, dtable}, stream);
+    partials.sums->push_back({partials.scratch, chunks, vocab * d, dtable});
 }
 
 // Blocks of the RMSNorm backward that the device holds at once (its launch bounds guarantee
@@ -698,7 +683,7 @@ void rmsnorm_backward(const float* x, const float* g, const float* rinv, const f
                 x, g, rinv, dy, dx, dx16, partials.scratch, unsigned(rows), shape, accumulate);
         });
         launched("rmsnorm_backward");
-        add_or_defer(partials, {partials.scratch, blocks, width, dg}, stream);
+        partials.sums->push_back({partials.scratch, blocks, width, dg});
         return;
     }
     if (dx16) throw std::invalid_argument("rmsnorm_backward: a bf16 copy needs the row kernel's layout");
@@ -709,7 +694,7 @@ void rmsnorm_backward(const float* x, const float* g, const float* rinv, const f
     rmsnorm_gain_kernel<<<gain.grid(), threads, 0, stream>>>(x, rinv, dy, partials.scratch, rows, width, group,
                                                              gain.rows_each);
     launched("rmsnorm_gain");
-    add_or_defer(partials, {partials.scratch, gain.count, width, dg}, stream);
+    partials.sums->push_back({partials.scratch, gain.count, width, dg});
 }
 
 void add_bias(float* y, std::size_t ld, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream) {
@@ -723,7 +708,7 @@ void column_sums(const float* y, std::size_t ld, float* out, std::size_t rows, s
     const ColumnChunks chunks = column_chunks(rows, cols);
     column_sums_kernel<<<chunks.grid(), threads, 0, stream>>>(y, ld, partials.scratch, rows, cols, chunks.rows_each);
     launched("column_sums");
-    add_or_defer(partials, {partials.scratch, chunks.count, cols, out}, stream);
+    partials.sums->push_back({partials.scratch, chunks.count, cols, out});
 }
 
 // The vectorised SwiGLU's shape, if m and the arrays allow it.

@@ -29,32 +29,26 @@ struct StepResults {
 };
 
 // ---- Sums over blocks in a fixed order. Every launcher below that sums over rows or words (gains,
-// biases, the embedding, the taps, the loss, the gradient norm) does not add atomically: its kernel
-// writes one partial sum per block into `partials` (scratch of at least the launcher's *_partials()
-// floats, 16-byte aligned), and add_partial_sums adds them in block order, so that the same step
-// gives the same bits in every run. Launches on one stream, so all of them may share one scratch.
-// out[i] += sum over p < parts of partials[p * width + i].
-void add_partial_sums(const float* partials, std::size_t parts, std::size_t width, float* out, cudaStream_t stream);
-// One such sum, to be added later.
+// biases, the embedding, the taps) does not add atomically: its kernel writes one partial sum per
+// block into its scratch, and add_partial_sums adds them in block order, so that the same step gives
+// the same bits in every run. The backward pass collects its sums and adds them all at its end in one
+// launch: they feed only the gradient norm and AdamW, and their eleven launches (~6.5 us each at
+// T = 40, mostly latency) sat on the chain of input gradients. (The loss and the gradient norm, in
+// doubles, have add_double_sum below.)
+// One sum: out[i] += sum over p < parts of partials[p * width + i].
 struct PartialSum {
     const float* partials;
     std::size_t parts, width;
     float* out;
 };
 // Where a launcher writes its partial sums (scratch: 16-byte aligned, at least its *_partials()
-// floats) and when they are added: at once on the launch's stream (later null), or appended to
-// *later and added with the others by one add_partial_sums(list) launch. The backward pass defers
-// its sums so: they feed only the gradient norm and AdamW, and their eleven launches (~6.5 us each
-// at T = 40, mostly latency) sat on the chain of input gradients. A deferred sum's scratch must stay
-// untouched until that launch, so each needs a region of its own.
+// floats, untouched until add_partial_sums has run, so a region of its own) and the list its sum
+// joins.
 struct Partials {
     float* scratch;
-    std::vector<PartialSum>* later = nullptr;
+    std::vector<PartialSum>* sums;
 };
-// The sum now, on `stream`, or appended to p.later.
-void add_or_defer(const Partials& p, const PartialSum& sum, cudaStream_t stream);
-// Every sum of the list, each with the same threads and order as add_partial_sums, in one launch
-// per 32 sums.
+// Every sum of the list in one launch per 32 sums.
 void add_partial_sums(const std::vector<PartialSum>& sums, cudaStream_t stream);
 
 void embed_forward(const std::int32_t* tokens, const float* table, float* x, std::size_t rows, std::size_t d,
@@ -153,9 +147,8 @@ struct DiagonalShape {
 };
 // The diagonal recurrence with the conv + SiLU of its inputs fused in, as for the delta rules.
 // pre: [N][ld], its first 3 d columns [q | k | v] before the conv; conv: [3 d][K]; zdt: d columns of
-// the same rows (bias added);
-// decay_log: [d]. Training (saved not null) keeps the state after every second step in `saved`
-// (diagonal_saved_floats floats).
+// the same rows (bias added); decay_log: [d]. Training (saved not null) keeps the state after every
+// second step in `saved` (diagonal_saved_floats floats).
 std::size_t diagonal_saved_floats(const DiagonalShape& s);
 void diagonal_forward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
                       const float* decay_log, float* o, float* saved, cudaStream_t stream);

@@ -706,7 +706,7 @@ void delta_backward(const DeltaShape& s, const float* pre, const float* conv, co
                       if (s.F == 2) return delta_backward_kernel<DH, KT, 2>;
                       return delta_backward_kernel<DH, KT, 0>;
                   }, s, cl.conv(), zbeta, u, final, dO, dpre, partials.scratch, dzbeta);
-    add_or_defer(partials, {partials.scratch, s.B, cl.columns * s.K, dconv}, stream);
+    partials.sums->push_back({partials.scratch, s.B, cl.columns * s.K, dconv});
 }
 
 std::size_t diagonal_saved_floats(const DiagonalShape& s) { return s.B * (s.T / state_every) * s.H * s.dh * s.dh; }
@@ -730,8 +730,8 @@ void diagonal_backward(const DiagonalShape& s, const float* pre, const float* co
     launch_groups("diagonal_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
                   [](auto dh, auto kt) { return diagonal_backward_kernel<decltype(dh)::value, decltype(kt)::value>; }, s,
                   cl.conv(), zdt, decay_log, saved, dO, dpre, partials.scratch, dzdt);
-    add_or_defer(partials, {partials.scratch, s.B, cl.columns * s.K, dconv}, stream);
-    add_or_defer(partials, {partials.scratch + s.B * cl.columns * s.K, s.B, s.H * s.dh, ddecay_log}, stream);
+    partials.sums->push_back({partials.scratch, s.B, cl.columns * s.K, dconv});
+    partials.sums->push_back({partials.scratch + s.B * cl.columns * s.K, s.B, s.H * s.dh, ddecay_log});
 }
 
 }  // namespace statetrack::gpu::cuda
