@@ -79,8 +79,9 @@ __device__ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0
 // d[nt] += A B over k < 8 KS for one 16-row tile of A and NT 8-column tiles of B, in 3xTF32. A(i, k)
 // and B(k, j) read shared memory; lane 4 g + q holds, in d[nt][e], entry (g + 8 (e / 2), 8 nt + 2 q
 // + e % 2).
-template <int KS, int NT, class AT, class BT>
+template <int KS, int NT, bool CHAINS3 = false, class AT, class BT>
 __device__ void product(float (&d)[NT][4], AT A, BT B, int g, int q) {
+    float c1[NT][4] = {}, c2[NT][4] = {};  // CHAINS3: the correction products' own accumulators
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks) {
         const int k0 = 8 * ks;
@@ -91,11 +92,51 @@ __device__ void product(float (&d)[NT][4], AT A, BT B, int g, int q) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
             const Split b0 = split(B(k0 + q, 8 * nt + g)), b1 = split(B(k0 + q + 4, 8 * nt + g));
-            mma(d[nt], lo, b0.hi, b1.hi);
-            mma(d[nt], hi, b0.lo, b1.lo);
+            mma(CHAINS3 ? c1[nt] : d[nt], lo, b0.hi, b1.hi);
+            mma(CHAINS3 ? c2[nt] : d[nt], hi, b0.lo, b1.lo);
             mma(d[nt], hi, b0.hi, b1.hi);
         }
     }
+    if (CHAINS3)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) d[nt][e] += c1[nt][e] + c2[nt][e];
+}
+// The same product on the FP64 tensor cores (mma.m8n8k4.f64): each operand converted to double
+// (exact), the sums in double from d's values, one rounding back to float. Its accumulator rows and
+// columns per lane are those of the TF32 tile above.
+__device__ void dmma(double (&d)[2], double a, double b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+                 : "+d"(d[0]), "+d"(d[1])
+                 : "d"(a), "d"(b));
+#else
+    __trap();
+#endif
+}
+template <int KS, int NT, class AT, class BT>
+__device__ void product64(float (&d)[NT][4], AT A, BT B, int g, int q) {
+    double acc[NT][2][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[nt][e >> 1][e & 1] = d[nt][e];
+#pragma unroll
+    for (int ks = 0; ks < 2 * KS; ++ks) {
+        const int k0 = 4 * ks;
+        const double a0 = A(g, k0 + q), a1 = A(g + 8, k0 + q);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            const double b = B(k0 + q, 8 * nt + g);
+            dmma(acc[nt][0], a0, b);
+            dmma(acc[nt][1], a1, b);
+        }
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) d[nt][e] = float(acc[nt][e >> 1][e & 1]);
 }
 // The row and column of accumulator entry e of n-tile nt (see product).
 __device__ int acc_row(int g, int e) { return g + 8 * (e >> 1); }
@@ -288,6 +329,383 @@ void launch(const DeltaShape& s, const float* pre, const float* conv, const floa
     check(cudaGetLastError(), "delta_forward_chunked");
 }
 
+// ---- The backward in chunks: one reverse pass over the chunks, two warps per (word, head) ----
+// Given the state S_C after a chunk and dS, the loss's gradient with respect to it, the chunk's
+// S0 = S_C - K^T diag(beta) U (the forward's last product undone, as recurrences.cu undoes each step),
+// and with W = diag(beta) U, reading the forward's three lines backwards:
+//   dW = P^T dO + K dS                      (O = Q S0 + P W and S_C = S0 + K^T W)
+//   dU = diag(beta) dW,  dbeta_t = dW_t . u_t
+//   dR = (I + L)^{-T} dU                    (U = (I + L)^{-1} R, R = V - K S0: back substitution)
+//   dV = dR,  dL = -dR U^T (below the diagonal),  dG = dL diag(beta),  dbeta_s += sum_t dL[t][s] G[t][s]
+//   dP = dO W^T (on and below the diagonal)
+//   dQ = dO S0^T + dP K
+//   dK = W dS^T + dP^T Q + (dG + dG^T) K - dR S0^T
+//   dS0 = dS + Q^T dO - K^T dR               (the dS of the chunk before)
+// with G = K K^T below the diagonal and L = G diag(beta). dQ and dK then go back through the L2
+// norms, all three through the SiLU and the conv, as recurrences.cu's delta_backward_kernel does.
+// Sixteen products where the forward has seven, on the FP64 tensor cores (product64: fp32 operands
+// are exact in double, so one conversion per operand where 3xTF32 takes a six-instruction split).
+// Measured on the way (H200, ncu, per layer at T = 256; the step-by-step kernel: 1536 us):
+//   one warp per (word, head), as in the forward, 3xTF32: 253 registers, 8 warps an SM, 0.22
+//   instructions issued per cycle and scheduler, 3010 us;
+//   two warps per (word, head), each taking half of every product's tiles: 16 warps an SM, 1850 us;
+//   the mma chains split in three accumulators: 2056 us (more registers, no gain: not kept);
+//   the products in FP64: 1658 us; SiLU by __expf, rows times reciprocals: 1547 us;
+//   the conv's row loads by a stride, each warp normalising its own rows: 1266 us.
+constexpr int back_threads = 64;
+
+// The block's shared memory, in floats: five [C][ld32] row tiles, three [C][ld16] tiles, S and dS.
+struct BackTiles {
+    static constexpr int k = 0;                  // normalised keys, then the gradient of their SiLU output
+    static constexpr int q = k + C * ld32;       // normalised queries
+    static constexpr int u = q + C * ld32;       // the forward's u (rows past the word: 0)
+    static constexpr int go = u + C * ld32;      // dO, then the gradient of the queries' SiLU output
+    static constexpr int dr = go + C * ld32;     // dU, then dR (= dV)
+    static constexpr int g = dr + C * ld32;      // G = K K^T below the diagonal
+    static constexpr int l = g + C * ld16;       // L = G diag(beta), then dG + dG^T
+    static constexpr int p = l + C * ld16;       // P = Q K^T on and below the diagonal, then dP
+    static constexpr int s = p + C * ld16;       // [DH][ld32]: S_C, then S0
+    static constexpr int ds = s + DH * ld32;     // [DH][ld32]: dS
+    static constexpr int beta = ds + DH * ld32;  // [C]
+    static constexpr int norm = beta + C;        // [2 C]: 1 / |k_t|, then 1 / |q_t|
+    static constexpr int dbeta_w = norm + 2 * C;   // [2][C]: dW_t . u_t over each warp's 16 columns
+    static constexpr int dbeta_l = dbeta_w + 2 * C;  // [C]: sum_t dL[t][s] G[t][s]
+    static constexpr int dots = dbeta_l + C;     // [2][2][C]: each warp's half of the rows' dq . q and dk . k
+    static constexpr int floats = dots + 4 * C;
+};
+
+// SiLU and its gradient with __expf and a fast reciprocal (a few ulp, where the IEEE expf and
+// division take ~20 instructions each). The recomputed keys and queries then differ from the
+// forward's by a few ulp, as much as the forward's own rounding.
+__device__ float silu_fast(float z) { return __fdividef(z, 1.0f + __expf(-z)); }
+__device__ float silu_grad_fast(float z) {
+    const float sg = __fdividef(1.0f, 1.0f + __expf(-z));
+    return sg * (1.0f + z * (1.0f - sg));
+}
+
+// The sums of the four lanes of a quad (the lanes holding one accumulator row).
+__device__ float quad_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+// dot[i]: row g + 8 i of the [C][16] accumulator d (columns c0 .. c0 + 15) dotted with the same
+// entries of tile xs.
+__device__ void row_dots(const float (&d)[2][4], const float* xs, int c0, int g, int q, float (&dot)[2]) {
+    dot[0] = dot[1] = 0;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dot[e >> 1] += d[nt][e] * xs[acc_row(g, e) * ld32 + c0 + acc_col(q, nt, e)];
+    dot[0] = quad_sum(dot[0]), dot[1] = quad_sum(dot[1]);
+}
+
+template <int KT>
+__global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel(DeltaShape s, const float* pre,
+                                                                              const float* conv, const float* zbeta,
+                                                                              const float* u_saved, const float* final,
+                                                                              const float* dO, float* dpre,
+                                                                              float* partials, float* dzbeta) {
+    extern __shared__ __align__(16) float chunk_shared[];
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
+    const std::size_t group = blockIdx.x;  // one block a (word, head)
+    const std::size_t H = s.H, b = group / H, h = group % H, d = H * DH, ld = s.ld, n0 = b * s.T;
+    float* tile = chunk_shared;
+    float *sk = tile + BackTiles::k, *sq = tile + BackTiles::q, *su = tile + BackTiles::u;
+    float *sgo = tile + BackTiles::go, *sdr = tile + BackTiles::dr, *sg = tile + BackTiles::g;
+    float *sl = tile + BackTiles::l, *sp = tile + BackTiles::p, *ss = tile + BackTiles::s, *sds = tile + BackTiles::ds;
+    float *sbeta = tile + BackTiles::beta, *snorm = tile + BackTiles::norm;
+    float *sdbeta_w = tile + BackTiles::dbeta_w, *sdbeta_l = tile + BackTiles::dbeta_l, *sdots = tile + BackTiles::dots;
+    const int half = 16 * w;  // this warp's first column (or row) of 32
+
+    for (int i = threadIdx.x; i < DH * DH; i += back_threads) {
+        ss[(i / DH) * ld32 + i % DH] = final[group * DH * DH + i];
+        sds[(i / DH) * ld32 + i % DH] = 0;
+    }
+    // The lane's conv columns: warp 0 takes q (slot 0) and v (slot 2), warp 1 k (slot 1). Per column
+    // the gradient carried from the chunk after (rows t0 + C .. t0 + C + KT - 2) and the taps'.
+    float carry[2][KT - 1], taps[2][KT];
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+#pragma unroll
+        for (int j = 0; j + 1 < KT; ++j) carry[m][j] = 0;
+#pragma unroll
+        for (int j = 0; j < KT; ++j) taps[m][j] = 0;
+    }
+    const int pad = KT - int(s.K);
+    auto load_taps = [&](int slot, float (&tw)[KT]) {
+#pragma unroll
+        for (int j = 0; j < KT; ++j)
+            tw[j] = j >= pad ? __ldg(conv + (slot * d + h * DH + lane) * s.K + std::size_t(j - pad)) : 0.0f;
+    };
+    // The lane's column of `slot`, rows t0 - KT + 1 .. t0 + C - 1 (zeros before the word and past its
+    // end), as the forward reads them. Inside the word (every chunk but the first and the last) the
+    // address steps by ld through an opaque asm, as in the forward: with a bounds test and a 64-bit
+    // address per row, this phase took ~700 integer instructions per chunk (SASS, H200).
+    auto load_rows = [&](int slot, std::size_t t0, int len, float (&x)[C + KT - 1]) {
+        const float* src = pre + (n0 + t0) * ld + slot * d + h * DH + lane;  // row t0
+        if (t0 >= KT - 1 && len == C) {
+            src -= (KT - 1) * ld;
+#pragma unroll
+            for (int i = 0; i < C + KT - 1; ++i) {
+                x[i] = __ldg(src);
+                src += ld;
+                asm("" : "+l"(src));
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < C + KT - 1; ++i) {
+                const int t = i - (KT - 1);  // row t0 + t
+                x[i] = int(t0) + t >= 0 && t < len ? __ldg(src + long(t) * long(ld)) : 0.0f;
+            }
+        }
+    };
+    auto conv_sum = [](const float (&tw)[KT], const float (&x)[C + KT - 1], int i) {
+        float z = 0;
+#pragma unroll
+        for (int j = 0; j < KT; ++j) z += tw[j] * x[i + j];
+        return z;
+    };
+    // Back through the SiLU and the conv for one of the lane's columns (m: its index among the lane's
+    // columns), grad the gradient of the SiLU outputs: the gradient of the conv sums g_i, dpre_t =
+    // sum_k w[KT-1-k] g_{t+k} and the taps' gradients, summed as recurrences.cu's conv_backward_chunk
+    // sums them (rows in reverse, then added to the taps).
+    auto conv_backward = [&](int slot, const float* grad, std::size_t t0, int len, float (&cr)[KT - 1],
+                             float (&tp)[KT]) {
+        float x[C + KT - 1], tw[KT], acc[KT] = {}, gz[KT];
+        load_rows(slot, t0, len, x);
+        load_taps(slot, tw);
+        float* out = dpre + (n0 + t0 + C - 1) * ld + slot * d + h * DH + lane;  // row t0 + C - 1, then up
+#pragma unroll
+        for (int i = 1; i < KT; ++i) gz[i] = cr[i - 1];
+#pragma unroll
+        for (int i = C - 1; i >= 0; --i) {
+            gz[0] = i < len ? grad[i * ld32 + lane] * silu_grad_fast(conv_sum(tw, x, i)) : 0.0f;
+            float dx = 0;
+#pragma unroll
+            for (int k = 0; k < KT; ++k) dx += tw[KT - 1 - k] * gz[k];
+            if (i < len) *out = dx;
+            out -= ld;
+            asm("" : "+l"(out));
+#pragma unroll
+            for (int j = 0; j < KT; ++j) acc[j] += gz[0] * x[i + j];
+#pragma unroll
+            for (int k = KT - 1; k > 0; --k) gz[k] = gz[k - 1];
+        }
+#pragma unroll
+        for (int i = 0; i + 1 < KT; ++i) cr[i] = gz[i + 1];
+#pragma unroll
+        for (int j = 0; j < KT; ++j) tp[j] += acc[j];
+    };
+
+    // The operands (A(row, k) and B(k, column) of product()); B's columns from `half` where a warp
+    // takes half of them.
+    auto K = [sk](int t, int r) { return sk[t * ld32 + r]; };
+    auto Kt = [sk](int r, int t) { return sk[t * ld32 + r]; };
+    auto Q = [sq](int t, int r) { return sq[t * ld32 + r]; };
+    auto W = [su, sbeta](int t, int c) { return sbeta[t] * su[t * ld32 + c]; };  // diag(beta) U, as the forward rounds it
+    auto GO = [sgo](int t, int c) { return sgo[t * ld32 + c]; };
+    auto DR = [sdr](int t, int c) { return sdr[t * ld32 + c]; };
+    auto PT = [sp](int t, int u) { return sp[u * ld16 + t]; };  // P^T, then dP^T
+    auto PP = [sp](int t, int u) { return sp[t * ld16 + u]; };  // dP
+    auto GS = [sl](int t, int u) { return sl[t * ld16 + u]; };  // dG + dG^T
+    auto K_h = [sk, half](int t, int r) { return sk[t * ld32 + half + r]; };
+    auto Q_h = [sq, half](int t, int r) { return sq[t * ld32 + half + r]; };
+    auto GO_h = [sgo, half](int t, int c) { return sgo[t * ld32 + half + c]; };
+    auto DS_h = [sds, half](int r, int c) { return sds[r * ld32 + half + c]; };
+    auto DSt_h = [sds, half](int c, int r) { return sds[(half + r) * ld32 + c]; };
+    auto S0t_h = [ss, half](int c, int r) { return ss[(half + r) * ld32 + c]; };  // B = S0^T: value c, key r
+
+    const std::size_t last = (s.T - 1) / C * C;
+    for (std::size_t t1 = last + C; t1 > 0; t1 -= C) {
+        const std::size_t t0 = t1 - C;
+        const int len = int(min(std::size_t(C), s.T - t0));
+        const float zb = w == 1 && lane < len ? zbeta[(n0 + t0 + lane) * ld + h] : 0.0f;
+        __syncthreads();  // the chunk after is done with every tile
+        // 1. Q (warp 0) and K (warp 1) as the forward has them: conv + SiLU, rows past the word 0, then
+        // L2-normalised by the warp that made them (two lanes a row, then one reciprocal a row: within
+        // a few ulp of the forward's quotients, for a multiplication where a division takes ~10
+        // instructions); u and dO, half the rows each; beta.
+        {
+            float x[C + KT - 1], tw[KT];
+            load_rows(w, t0, len, x);
+            load_taps(w, tw);
+            float* dst = w == 0 ? sq : sk;
+#pragma unroll
+            for (int i = 0; i < C; ++i) dst[i * ld32 + lane] = i < len ? silu_fast(conv_sum(tw, x, i)) : 0.0f;
+            __syncwarp();
+            float* rinv = snorm + (w == 0 ? C : 0);
+            const int t = lane % C, part = lane / C;
+            const float4* row = reinterpret_cast<const float4*>(dst + t * ld32 + part * (DH / 2));
+            float sum = 0;
+#pragma unroll
+            for (int i = 0; i < DH / 8; ++i) {
+                const float4 f = row[i];
+                sum += f.x * f.x + f.y * f.y + f.z * f.z + f.w * f.w;
+            }
+            sum += __shfl_xor_sync(0xffffffffu, sum, C);
+            if (part == 0) rinv[t] = 1.0f / sqrtf(sum + norm_eps);
+            __syncwarp();
+#pragma unroll
+            for (int i = 0; i < C; ++i) dst[i * ld32 + lane] *= rinv[i];
+        }
+        {
+            const std::size_t at = (n0 + t0 + w) * d + h * DH + lane;  // row t0 + w; each warp every second row
+            const float *u_row = u_saved + at, *g_row = dO + at;
+#pragma unroll
+            for (int i = 0; i < C / 2; ++i) {
+                const int t = 2 * i + w;
+                su[t * ld32 + lane] = t < len ? __ldg(u_row) : 0.0f;
+                sgo[t * ld32 + lane] = t < len ? __ldg(g_row) : 0.0f;
+                u_row += 2 * d, g_row += 2 * d;
+                asm("" : "+l"(u_row), "+l"(g_row));
+            }
+        }
+        if (w == 1 && lane < C) sbeta[lane] = lane < len ? s.beta_scale * sigmoidf(zb) : 0.0f;
+        __syncthreads();
+        // 2. G and L = G diag(beta) (warp 0, as the forward rounds them), P (warp 1); S0 = S_C - K^T W
+        // in place of S_C, warp w taking the keys 16 w .. 16 w + 15 (each entry has one owner, and
+        // nothing reads S here).
+        {
+            float X[2][4] = {};
+            const float* rows = w == 0 ? sk : sq;
+            product64<DH / 8, 2>(X, [rows](int t, int r) { return rows[t * ld32 + r]; }, Kt, g, q);
+            if (w == 0)
+                for_each_entry(X, g, q, [=](int r, int c, float x) {
+                    sg[r * ld16 + c] = c < r ? x : 0.0f;
+                    sl[r * ld16 + c] = c < r ? sbeta[c] * x : 0.0f;
+                });
+            else
+                for_each_entry(X, g, q, [=](int r, int c, float x) { sp[r * ld16 + c] = c <= r ? x : 0.0f; });
+            float S[4][4] = {};
+            product64<C / 8, 4>(S, [sk, half](int i, int k) { return sk[k * ld32 + half + i]; }, W, g, q);
+            for_each_entry(S, g, q, [=](int r, int c, float x) { ss[(half + r) * ld32 + c] -= x; });
+        }
+        __syncthreads();
+        // 3. Warp w takes the columns 16 w .. 16 w + 15 of dW = P^T dO + K dS: its half of dbeta_t =
+        // dW_t . u_t, and dU = diag(beta) dW. The same columns of dK's first term, W dS^T, stay in
+        // registers for step 6 (step 5 overwrites dS).
+        float DK[2][4] = {};
+        {
+            float DW[2][4] = {};
+            product64<C / 8, 2>(DW, PT, GO_h, g, q);
+            product64<DH / 8, 2>(DW, K, DS_h, g, q);
+            float dot[2];
+            row_dots(DW, su, half, g, q, dot);
+            if (q == 0) sdbeta_w[C * w + g] = dot[0], sdbeta_w[C * w + g + 8] = dot[1];
+            for_each_entry(DW, g, q, [=](int r, int c, float x) { sdr[r * ld32 + half + c] = sbeta[r] * x; });
+            product64<DH / 8, 2>(DK, W, DSt_h, g, q);
+        }
+        __syncthreads();
+        // 4. Warp 0: dR = (I + L)^{-T} dU by back substitution, lane c solving column c. Warp 1, which
+        // does not need dR: dP = dO W^T in place of P (read last in step 3).
+        if (w == 0) {
+            float x[C];
+#pragma unroll
+            for (int t = C - 1; t >= 0; --t) {
+                float y = sdr[t * ld32 + lane];
+#pragma unroll
+                for (int r = t + 1; r < C; ++r) y -= sl[r * ld16 + t] * x[r];
+                x[t] = y;
+            }
+#pragma unroll
+            for (int t = 0; t < C; ++t) sdr[t * ld32 + lane] = x[t];
+        } else {
+            float DP[2][4] = {};
+            product64<DH / 8, 2>(DP, GO, [su, sbeta](int c, int t) { return sbeta[t] * su[t * ld32 + c]; }, g, q);
+            for_each_entry(DP, g, q, [=](int r, int c, float x) { sp[r * ld16 + c] = c <= r ? x : 0.0f; });
+        }
+        __syncthreads();
+        // 5. dS0 = dS + Q^T dO - K^T dR in place of dS, warp w taking the keys 16 w .. 16 w + 15; and
+        // dL = -dR U^T for the columns 8 w .. 8 w + 7: dG + dG^T in place of L (read last in step 4)
+        // and the columns' sums of dL G into dbeta.
+        {
+            float D[4][4];
+            for_each_entry(D, g, q, [=](int r, int c, float& x) { x = sds[(half + r) * ld32 + c]; });
+            product64<C / 8, 4>(D, [sq, half](int i, int k) { return sq[k * ld32 + half + i]; }, GO, g, q);
+            product64<C / 8, 4>(D, [sk, half](int i, int k) { return -sk[k * ld32 + half + i]; }, DR, g, q);
+            for_each_entry(D, g, q, [=](int r, int c, float x) { sds[(half + r) * ld32 + c] = x; });
+
+            const int c8 = 8 * w;
+            float DL[1][4] = {};
+            product64<DH / 8, 1>(DL, DR, [su, c8](int c, int t) { return su[(c8 + t) * ld32 + c]; }, g, q);
+            float col[2] = {};  // the lane's two columns c8 + 2 q + e % 2
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int r = acc_row(g, e), c = c8 + acc_col(q, 0, e);
+                const float dl = c < r ? -DL[0][e] : 0.0f;
+                col[e & 1] += dl * sg[r * ld16 + c];
+                if (c < r) sl[r * ld16 + c] = sl[c * ld16 + r] = dl * sbeta[c];
+                if (c == r) sl[r * ld16 + c] = 0.0f;
+            }
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float x = col[e];
+                x += __shfl_xor_sync(0xffffffffu, x, 4);
+                x += __shfl_xor_sync(0xffffffffu, x, 8);
+                x += __shfl_xor_sync(0xffffffffu, x, 16);
+                if (g == 0) sdbeta_l[c8 + 2 * q + e] = x;
+            }
+        }
+        __syncthreads();
+        // 6. The columns 16 w .. 16 w + 15 of dQ = dO S0^T + dP K and of dK = W dS^T + dP^T Q + (dG +
+        // dG^T) K - dR S0^T; then back through the L2 norms, whose row sums need both warps' halves.
+        {
+            float DQ[2][4] = {};
+            product64<DH / 8, 2>(DQ, GO, S0t_h, g, q);
+            product64<C / 8, 2>(DQ, PP, K_h, g, q);
+            product64<C / 8, 2>(DK, PT, Q_h, g, q);
+            product64<C / 8, 2>(DK, GS, K_h, g, q);
+            product64<DH / 8, 2>(DK, [sdr](int t, int c) { return -sdr[t * ld32 + c]; }, S0t_h, g, q);
+            float dq[2], dk[2];
+            row_dots(DQ, sq, half, g, q, dq);
+            row_dots(DK, sk, half, g, q, dk);
+            if (q == 0) {
+                float* mine = sdots + 2 * C * w;
+                mine[g] = dq[0], mine[g + 8] = dq[1], mine[C + g] = dk[0], mine[C + g + 8] = dk[1];
+            }
+            __syncthreads();  // both halves of the sums are there, and every product has read dO and K
+            const float* other = sdots + 2 * C * (1 - w);
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int r = acc_row(g, e), c = half + acc_col(q, nt, e);
+                    const float qdot = dq[e >> 1] + other[r], kdot = dk[e >> 1] + other[C + r];
+                    sgo[r * ld32 + c] = (DQ[nt][e] - sq[r * ld32 + c] * qdot) * snorm[C + r];
+                    sk[r * ld32 + c] = (DK[nt][e] - sk[r * ld32 + c] * kdot) * snorm[r];
+                }
+        }
+        __syncthreads();
+        // 7. Back through the SiLU and the conv; dzbeta (warp 1, which holds the logits).
+        conv_backward(w, w == 0 ? sgo : sk, t0, len, carry[0], taps[0]);
+        if (w == 0) conv_backward(2, sdr, t0, len, carry[1], taps[1]);
+        if (w == 1 && lane < len) {
+            const float sgm = sigmoidf(zb), db = (sdbeta_w[lane] + sdbeta_w[C + lane]) + sdbeta_l[lane];
+            dzbeta[(n0 + t0 + lane) * ld + h] = db * s.beta_scale * sgm * (1.0f - sgm);
+        }
+    }
+    // The taps' gradients of word b into its partial sums, [b][3 d][K], as write_tap_grads lays them.
+    auto write_taps = [&](int slot, const float (&tp)[KT]) {
+        float* out = partials + (b * 3 * d + slot * d + h * DH + lane) * s.K;
+#pragma unroll
+        for (int j = 0; j < KT; ++j)
+            if (j >= pad) out[j - pad] = tp[j];
+    };
+    write_taps(w, taps[0]);
+    if (w == 0) write_taps(2, taps[1]);
+}
+
+template <int KT>
+void launch_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
+                     const float* final, const float* dO, float* dpre, float* partials, float* dzbeta,
+                     cudaStream_t stream) {
+    constexpr std::size_t bytes = BackTiles::floats * sizeof(float);
+    static_assert(bytes <= 48 * 1024, "more than a block gets without cudaFuncSetAttribute");
+    delta_backward_chunked_kernel<KT><<<unsigned(s.B * s.H), back_threads, bytes, stream>>>(
+        s, pre, conv, zbeta, u, final, dO, dpre, partials, dzbeta);
+    check(cudaGetLastError(), "delta_backward_chunked");
+}
+
 // Whether this build has the mma kernel for the current device (sm_80 or later code), asked once per
 // device (sessions may run on several).
 bool chunked_kernel_runs() {
@@ -312,6 +730,15 @@ bool delta_forward_in_chunks(const DeltaShape& s, std::size_t KT, const float* p
                    : launch<4, false>(s, pre, conv, zbeta, o, u, final, stream);
     else u ? launch<8, true>(s, pre, conv, zbeta, o, u, final, stream)
            : launch<8, false>(s, pre, conv, zbeta, o, u, final, stream);
+    return true;
+}
+
+bool delta_backward_in_chunks(const DeltaShape& s, std::size_t KT, const float* pre, const float* conv,
+                              const float* zbeta, const float* u, const float* final, const float* dO, float* dpre,
+                              float* partials, float* dzbeta, cudaStream_t stream) {
+    if (s.F != 1 || s.dh != DH || !chunked_kernel_runs()) return false;
+    if (KT == 4) launch_backward<4>(s, pre, conv, zbeta, u, final, dO, dpre, partials, dzbeta, stream);
+    else launch_backward<8>(s, pre, conv, zbeta, u, final, dO, dpre, partials, dzbeta, stream);
     return true;
 }
 

@@ -132,6 +132,12 @@ bool delta_forward_in_chunks(const DeltaShape& s, std::size_t KT, const float* p
 void delta_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
                     const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta,
                     const Partials& partials, cudaStream_t stream);
+// The same backward in chunks of 16 steps on tensor cores (delta_chunked.cu), for the shapes of
+// delta_forward_in_chunks; writes the taps' partial sums [B][3 d][K] into `partials` and returns false,
+// launching nothing, for other shapes.
+bool delta_backward_in_chunks(const DeltaShape& s, std::size_t KT, const float* pre, const float* conv,
+                              const float* zbeta, const float* u, const float* final, const float* dO, float* dpre,
+                              float* partials, float* dzbeta, cudaStream_t stream);
 std::size_t delta_backward_partials(const DeltaShape& s);
 
 // Bytes of shared memory per block (static and dynamic) that the recurrence kernels need at most,

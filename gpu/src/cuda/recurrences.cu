@@ -699,6 +699,11 @@ void delta_backward(const DeltaShape& s, const float* pre, const float* conv, co
                     const Partials& partials, cudaStream_t stream) {
     const std::size_t slots = delta_slots(s.F);
     const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.ld, s.K, slots, true};
+    if (delta_backward_in_chunks(s, tap_length(s.K), pre, conv, zbeta, u, final, dO, dpre, partials.scratch, dzbeta,
+                                 stream)) {
+        partials.sums->push_back({partials.scratch, s.B, cl.columns * s.K, dconv});
+        return;
+    }
     launch_groups("delta_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
                   [&](auto dh, auto kt) {
                       constexpr int DH = decltype(dh)::value, KT = decltype(kt)::value;
