@@ -301,11 +301,12 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceAtTheStagingsEdges) {
     }
 }
 
-// The delta rule's forward in chunks of 16 steps on tensor cores (delta_chunked.cu: one factor,
-// head_dim 32): words of 1 step, of a partial chunk, of exactly two chunks, of five chunks with a
-// partial one last, and of 256 steps (16 chunks: the state is carried in the mma's accumulators),
-// with 1, 3, 4, 6 and 8 taps (padded to 4 or 8), both eigenvalue ranges, and an odd number of groups. The
-// backward runs on the chunked forward's u and last state, so every gradient checks them too.
+// The delta rule in chunks of 16 steps on the FP64 tensor cores (delta_chunked.cu: one factor,
+// head_dim 32), forward and backward: words of 1 step, of a partial chunk, of exactly two chunks, of
+// five chunks with a partial one last, and of 256 steps (16 chunks: the state is carried from chunk
+// to chunk, and undone chunk by chunk in the backward), with 1, 3, 4, 6 and 8 taps (padded to 4 or
+// 8), both eigenvalue ranges, and an odd number of groups (the forward's blocks hold two). Every
+// gradient comes from the chunked backward, run on the chunked forward's u and last state.
 TEST(CudaBackend, Fp32MatchesCpuReferenceInChunks) {
     SKIP_WITHOUT_GPU();
     struct Shape {
@@ -334,8 +335,8 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceInChunks) {
 // A NaN weight in layer 0's key projection makes every key of head 0 NaN: the CPU reference's logits
 // are NaN, and the device's must be NaN in the same places. Found in review: the chunked forward's
 // first TF32 split (integer rounding, (bits + 0x1000) & 0xffffe000) turned NaN operands into zeros
-// and left those logits finite. d 64 with 2 heads runs the chunked forward (head_dim 32), with 4
-// heads the step-by-step one.
+// and left those logits finite (its products now run in FP64). d 64 with 2 heads runs the chunked
+// kernels (head_dim 32), with 4 heads the step-by-step ones.
 TEST(CudaBackend, NanWeightsGiveNanLogitsAsOnTheCpu) {
     SKIP_WITHOUT_GPU();
     for (const std::size_t heads : {std::size_t(2), std::size_t(4)}) {

@@ -1,17 +1,17 @@
-// The delta rule's forward in chunks of C steps, its products on tensor cores (one factor, head_dim
-// 32: deltanet at the paper's sizes). recurrences.cu steps the state one token at a time: each step
-// is a chain of group reductions, and ncu counted ~580 instructions per warp and token there, most of
-// them staging, conv, norms and index work (docs/PERFORMANCE.md, 2026-11-25, night). Here a warp owns
-// one (word, head) as there, but takes C = 16 tokens at once. Within a chunk, with S0 the state
-// before it (keys x values), beta_t the gates and K, Q, V its rows:
+// The delta rule in chunks of C steps, its products on the FP64 tensor cores (one factor, head_dim
+// 32: deltanet at the paper's sizes): the forward, and the backward in one reverse pass over the
+// chunks. recurrences.cu steps the state one token at a time: each step is a chain of group
+// reductions, and ncu counted ~580 instructions per warp and token there, most of them staging, conv,
+// norms and index work (docs/PERFORMANCE.md, 2026-11-25, night). Here a warp owns one (word, head)
+// as there, but takes C = 16 tokens at once. Within a chunk, with S0 the state before it (keys x
+// values), beta_t the gates and K, Q, V its rows:
 //   u_t = v_t - S_{t-1}^T k_t and S_t = S_{t-1} + beta_t k_t u_t^T give, for the chunk's rows,
 //   (I + L) U = V - K S0,  L[t][s] = beta_s (k_t . k_s) for s < t (0 otherwise),
 //   O = Q S0 + P diag(beta) U,  P[t][s] = q_t . k_s for s <= t (0 otherwise),
 //   S_C = S0 + K^T diag(beta) U,
 // the same sums as the step-by-step form in another order. U is solved by forward substitution
-// (lane c keeps column c); the seven products run as mma.m16n8k8 on TF32 operands split in
-// two (x = hi + lo, a b ~ a_hi b_hi + a_hi b_lo + a_lo b_hi, "3xTF32"), which keeps fp32 accuracy:
-// the recurrent state stays fp32 as the issue asks, whatever --matmul says.
+// (lane c keeps column c). The products take fp32 operands, exact in double, and sum in double: the
+// recurrent state stays fp32 as the issue asks, whatever --matmul says.
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -24,7 +24,7 @@ namespace statetrack::gpu::cuda {
 namespace {
 
 constexpr int DH = 32;       // head dimension (keys and values)
-constexpr int C = 16;        // steps per chunk: the mma's M
+constexpr int C = 16;        // steps per chunk: two 8-row halves of the mma
 constexpr int warps_per_block = 2;
 constexpr int ld32 = DH + 4;  // row strides of the tiles: the A and K^T fragment loads hit 32 distinct banks
 constexpr int ld16 = C + 4;
@@ -44,79 +44,30 @@ struct Tiles {
     static constexpr int floats = norm + 2 * C;
 };
 
-// x = hi + lo with hi and lo rounded to TF32 (10-bit mantissas, 11 significant bits), to nearest.
-// hi by Veltkamp's split, c = (2^13 + 1) x, hi = c - (c - x): three float instructions that keep NaN
-// a NaN (c overflows for |x| > 4e34: hi is then NaN, as products that large only come after
-// divergence). lo = x - hi is exact (at most 13 bits; the mma would truncate it to 11), so it is
-// rounded by adding half a TF32 unit to its bits and clearing the low 13 (x is finite there, or hi is
-// NaN). Measured alternatives (ncu, H100): cvt.rna.tf32.f32 is no single instruction on sm_90 (~5200
-// instructions per warp and chunk, 41% integer and compare work); the integer rounding for hi as well
-// was the fastest but turned a NaN into zero, so that a NaN in k, q or S left the output finite (found
-// in review; test NanWeightsGiveNanLogitsAsOnTheCpu); testing for NaN in each rounding cost 23% of
-// the kernel; leaving lo unrounded put two test instances over their bounds (1.1e-5 and 1.5e-5
-// against 1e-5 and 1.3e-5).
-struct Split {
-    std::uint32_t hi, lo;
-};
-__device__ Split split(float x) {
-    const float c = __fmul_rn(8193.0f, x);  // _rn: not contracted into an fma, which would break the split
-    const float hi = __fsub_rn(c, __fsub_rn(c, x));
-    const std::uint32_t lo = (__float_as_uint(__fsub_rn(x, hi)) + 0x1000u) & 0xffffe000u;
-    return {__float_as_uint(hi), lo};
-}
-// d += a b for one 16 x 8 x 8 tile (fragments as in the PTX ISA's mma.m16n8k8 .tf32 layout).
-__device__ void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-    __trap();  // the launcher uses this kernel only where it was built for sm_80 or later
-#endif
-}
-
-// d[nt] += A B over k < 8 KS for one 16-row tile of A and NT 8-column tiles of B, in 3xTF32. A(i, k)
-// and B(k, j) read shared memory; lane 4 g + q holds, in d[nt][e], entry (g + 8 (e / 2), 8 nt + 2 q
-// + e % 2).
-template <int KS, int NT, bool CHAINS3 = false, class AT, class BT>
-__device__ void product(float (&d)[NT][4], AT A, BT B, int g, int q) {
-    float c1[NT][4] = {}, c2[NT][4] = {};  // CHAINS3: the correction products' own accumulators
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-        const int k0 = 8 * ks;
-        const Split a[4] = {split(A(g, k0 + q)), split(A(g + 8, k0 + q)), split(A(g, k0 + q + 4)),
-                            split(A(g + 8, k0 + q + 4))};
-        const std::uint32_t hi[4] = {a[0].hi, a[1].hi, a[2].hi, a[3].hi};
-        const std::uint32_t lo[4] = {a[0].lo, a[1].lo, a[2].lo, a[3].lo};
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-            const Split b0 = split(B(k0 + q, 8 * nt + g)), b1 = split(B(k0 + q + 4, 8 * nt + g));
-            mma(CHAINS3 ? c1[nt] : d[nt], lo, b0.hi, b1.hi);
-            mma(CHAINS3 ? c2[nt] : d[nt], hi, b0.lo, b1.lo);
-            mma(d[nt], hi, b0.hi, b1.hi);
-        }
-    }
-    if (CHAINS3)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) d[nt][e] += c1[nt][e] + c2[nt][e];
-}
-// The same product on the FP64 tensor cores (mma.m8n8k4.f64): each operand converted to double
-// (exact), the sums in double from d's values, one rounding back to float. Its accumulator rows and
-// columns per lane are those of the TF32 tile above.
+// d += a b for one 8 x 8 x 4 tile in double (fragments as in the PTX ISA's mma.m8n8k4 .f64 layout).
 __device__ void dmma(double (&d)[2], double a, double b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
                  : "+d"(d[0]), "+d"(d[1])
                  : "d"(a), "d"(b));
 #else
-    __trap();
+    __trap();  // the launchers use these kernels only where they were built for sm_80 or later
 #endif
 }
+
+// d[nt] += A B over k < 8 KS for the 16 rows of A and NT 8-column tiles of B: each operand
+// converted to double (exact), the sums in double from d's values, one rounding back to float. A(i, k)
+// and B(k, j) read shared memory; lane 4 g + q holds, in d[nt][e], entry (g + 8 (e / 2), 8 nt + 2 q
+// + e % 2). A NaN operand gives NaN sums (test NanWeightsGiveNanLogitsAsOnTheCpu).
+// The first versions ran on the TF32 tensor cores with each operand split in two (x = hi + lo, a b ~
+// a_hi b_hi + a_hi b_lo + a_lo b_hi, "3xTF32", for fp32 accuracy): a split took six instructions
+// (Veltkamp's, as cvt.rna.tf32.f32 is no single instruction on sm_90 and integer rounding turned NaN
+// into zero), three mma per tile. In FP64 a conversion is one instruction and a tile two mma: the
+// chunked backward 1850 -> 1658 us a layer at T = 256, the forward 602 -> 585 us (H200, ncu), with
+// errors against the fp64 reference 2-3x smaller. The FP64 tensor cores run at half the FP32 rate on
+// the data-centre GPUs (A100, H100, H200) only: chunked_kernels_run() checks that.
 template <int KS, int NT, class AT, class BT>
-__device__ void product64(float (&d)[NT][4], AT A, BT B, int g, int q) {
+__device__ void product(float (&d)[NT][4], AT A, BT B, int g, int q) {
     double acc[NT][2][2];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -296,18 +247,13 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
         }
         // 9. S_C = S0 + K^T diag(beta) U: A(i, k) = K[k][16 mt + i]. S lives in shared memory between
         // chunks (32 accumulators kept in registers across the chunk pushed the kernel past 128).
-        {
-            float S[2][4][4];
+        __syncwarp();  // every lane is done reading S0 (step 8); each entry of S has one owner below
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
-                for_each_entry(S[mt], g, q, [=](int r, int c, float& x) { x = ss[(16 * mt + r) * ld32 + c]; });
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
-                product<C / 8, 4>(S[mt], [sk, mt](int i, int k) { return sk[k * ld32 + 16 * mt + i]; }, V, g, q);
-            __syncwarp();  // every lane is done reading S0
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
-                for_each_entry(S[mt], g, q, [=](int r, int c, float x) { ss[(16 * mt + r) * ld32 + c] = x; });
+        for (int mt = 0; mt < 2; ++mt) {
+            float S[4][4];
+            for_each_entry(S, g, q, [=](int r, int c, float& x) { x = ss[(16 * mt + r) * ld32 + c]; });
+            product<C / 8, 4>(S, [sk, mt](int i, int k) { return sk[k * ld32 + 16 * mt + i]; }, V, g, q);
+            for_each_entry(S, g, q, [=](int r, int c, float x) { ss[(16 * mt + r) * ld32 + c] = x; });
         }
     }
     if (TRAIN) {
@@ -343,11 +289,10 @@ void launch(const DeltaShape& s, const float* pre, const float* conv, const floa
 //   dS0 = dS + Q^T dO - K^T dR               (the dS of the chunk before)
 // with G = K K^T below the diagonal and L = G diag(beta). dQ and dK then go back through the L2
 // norms, all three through the SiLU and the conv, as recurrences.cu's delta_backward_kernel does.
-// Sixteen products where the forward has seven, on the FP64 tensor cores (product64: fp32 operands
-// are exact in double, so one conversion per operand where 3xTF32 takes a six-instruction split).
-// Measured on the way (H200, ncu, per layer at T = 256; the step-by-step kernel: 1536 us):
-//   one warp per (word, head), as in the forward, 3xTF32: 253 registers, 8 warps an SM, 0.22
-//   instructions issued per cycle and scheduler, 3010 us;
+// Sixteen products where the forward has seven. Measured on the way (H200, ncu, per layer at T = 256;
+// the step-by-step kernel: 1536 us):
+//   one warp per (word, head), as in the forward, 3xTF32 products: 253 registers, 8 warps an SM,
+//   0.22 instructions issued per cycle and scheduler, 3010 us;
 //   two warps per (word, head), each taking half of every product's tiles: 16 warps an SM, 1850 us;
 //   the mma chains split in three accumulators: 2056 us (more registers, no gain: not kept);
 //   the products in FP64: 1658 us; SiLU by __expf, rows times reciprocals: 1547 us;
@@ -573,7 +518,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         {
             float X[2][4] = {};
             const float* rows = w == 0 ? sk : sq;
-            product64<DH / 8, 2>(X, [rows](int t, int r) { return rows[t * ld32 + r]; }, Kt, g, q);
+            product<DH / 8, 2>(X, [rows](int t, int r) { return rows[t * ld32 + r]; }, Kt, g, q);
             if (w == 0)
                 for_each_entry(X, g, q, [=](int r, int c, float x) {
                     sg[r * ld16 + c] = c < r ? x : 0.0f;
@@ -582,7 +527,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
             else
                 for_each_entry(X, g, q, [=](int r, int c, float x) { sp[r * ld16 + c] = c <= r ? x : 0.0f; });
             float S[4][4] = {};
-            product64<C / 8, 4>(S, [sk, half](int i, int k) { return sk[k * ld32 + half + i]; }, W, g, q);
+            product<C / 8, 4>(S, [sk, half](int i, int k) { return sk[k * ld32 + half + i]; }, W, g, q);
             for_each_entry(S, g, q, [=](int r, int c, float x) { ss[(half + r) * ld32 + c] -= x; });
         }
         __syncthreads();
@@ -592,13 +537,13 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         float DK[2][4] = {};
         {
             float DW[2][4] = {};
-            product64<C / 8, 2>(DW, PT, GO_h, g, q);
-            product64<DH / 8, 2>(DW, K, DS_h, g, q);
+            product<C / 8, 2>(DW, PT, GO_h, g, q);
+            product<DH / 8, 2>(DW, K, DS_h, g, q);
             float dot[2];
             row_dots(DW, su, half, g, q, dot);
             if (q == 0) sdbeta_w[C * w + g] = dot[0], sdbeta_w[C * w + g + 8] = dot[1];
             for_each_entry(DW, g, q, [=](int r, int c, float x) { sdr[r * ld32 + half + c] = sbeta[r] * x; });
-            product64<DH / 8, 2>(DK, W, DSt_h, g, q);
+            product<DH / 8, 2>(DK, W, DSt_h, g, q);
         }
         __syncthreads();
         // 4. Warp 0: dR = (I + L)^{-T} dU by back substitution, lane c solving column c. Warp 1, which
@@ -616,7 +561,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
             for (int t = 0; t < C; ++t) sdr[t * ld32 + lane] = x[t];
         } else {
             float DP[2][4] = {};
-            product64<DH / 8, 2>(DP, GO, [su, sbeta](int c, int t) { return sbeta[t] * su[t * ld32 + c]; }, g, q);
+            product<DH / 8, 2>(DP, GO, [su, sbeta](int c, int t) { return sbeta[t] * su[t * ld32 + c]; }, g, q);
             for_each_entry(DP, g, q, [=](int r, int c, float x) { sp[r * ld16 + c] = c <= r ? x : 0.0f; });
         }
         __syncthreads();
@@ -626,13 +571,13 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         {
             float D[4][4];
             for_each_entry(D, g, q, [=](int r, int c, float& x) { x = sds[(half + r) * ld32 + c]; });
-            product64<C / 8, 4>(D, [sq, half](int i, int k) { return sq[k * ld32 + half + i]; }, GO, g, q);
-            product64<C / 8, 4>(D, [sk, half](int i, int k) { return -sk[k * ld32 + half + i]; }, DR, g, q);
+            product<C / 8, 4>(D, [sq, half](int i, int k) { return sq[k * ld32 + half + i]; }, GO, g, q);
+            product<C / 8, 4>(D, [sk, half](int i, int k) { return -sk[k * ld32 + half + i]; }, DR, g, q);
             for_each_entry(D, g, q, [=](int r, int c, float x) { sds[(half + r) * ld32 + c] = x; });
 
             const int c8 = 8 * w;
             float DL[1][4] = {};
-            product64<DH / 8, 1>(DL, DR, [su, c8](int c, int t) { return su[(c8 + t) * ld32 + c]; }, g, q);
+            product<DH / 8, 1>(DL, DR, [su, c8](int c, int t) { return su[(c8 + t) * ld32 + c]; }, g, q);
             float col[2] = {};  // the lane's two columns c8 + 2 q + e % 2
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
@@ -656,11 +601,11 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         // dG^T) K - dR S0^T; then back through the L2 norms, whose row sums need both warps' halves.
         {
             float DQ[2][4] = {};
-            product64<DH / 8, 2>(DQ, GO, S0t_h, g, q);
-            product64<C / 8, 2>(DQ, PP, K_h, g, q);
-            product64<C / 8, 2>(DK, PT, Q_h, g, q);
-            product64<C / 8, 2>(DK, GS, K_h, g, q);
-            product64<DH / 8, 2>(DK, [sdr](int t, int c) { return -sdr[t * ld32 + c]; }, S0t_h, g, q);
+            product<DH / 8, 2>(DQ, GO, S0t_h, g, q);
+            product<C / 8, 2>(DQ, PP, K_h, g, q);
+            product<C / 8, 2>(DK, PT, Q_h, g, q);
+            product<C / 8, 2>(DK, GS, K_h, g, q);
+            product<DH / 8, 2>(DK, [sdr](int t, int c) { return -sdr[t * ld32 + c]; }, S0t_h, g, q);
             float dq[2], dk[2];
             row_dots(DQ, sq, half, g, q, dq);
             row_dots(DK, sk, half, g, q, dk);
@@ -711,16 +656,22 @@ void launch_backward(const DeltaShape& s, const float* pre, const float* conv, c
     check(cudaGetLastError(), "delta_backward_chunked");
 }
 
-// Whether this build has the mma kernel for the current device (sm_80 or later code), asked once per
-// device (sessions may run on several).
-bool chunked_kernel_runs() {
+// Whether the chunked kernels run here, asked once per device (sessions may run on several): this
+// build has sm_80 or later code for the device, and the device runs FP64 at no less than half its
+// FP32 rate (cudaDevAttrSingleToDoublePrecisionPerfRatio 2 on the A100, H100 and H200; 32 or 64 on
+// the GeForce and workstation parts, where the FP64 products would be the slowest part of the step).
+bool chunked_kernels_run() {
     static std::array<std::atomic<int>, 64> known{};  // 0 unknown, 1 runs, 2 does not
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= int(known.size())) return false;
     if (const int k = known[std::size_t(device)].load()) return k == 1;
     cudaFuncAttributes a{};
+    int fp32_per_fp64 = 0;
     const bool runs = cudaFuncGetAttributes(&a, delta_forward_chunked_kernel<4, false>) == cudaSuccess &&
-                      a.binaryVersion >= 80;
+                      a.binaryVersion >= 80 &&
+                      cudaDeviceGetAttribute(&fp32_per_fp64, cudaDevAttrSingleToDoublePrecisionPerfRatio, device) ==
+                          cudaSuccess &&
+                      fp32_per_fp64 <= 2;
     if (!runs) (void)cudaGetLastError();  // the fallback's launch check must not see this query's error
     known[std::size_t(device)].store(runs ? 1 : 2);
     return runs;
@@ -730,7 +681,7 @@ bool chunked_kernel_runs() {
 
 bool delta_forward_in_chunks(const DeltaShape& s, std::size_t KT, const float* pre, const float* conv,
                              const float* zbeta, float* o, float* u, float* final, cudaStream_t stream) {
-    if (s.F != 1 || s.dh != DH || !chunked_kernel_runs()) return false;
+    if (s.F != 1 || s.dh != DH || !chunked_kernels_run()) return false;
     if (KT == 4) u ? launch<4, true>(s, pre, conv, zbeta, o, u, final, stream)
                    : launch<4, false>(s, pre, conv, zbeta, o, u, final, stream);
     else u ? launch<8, true>(s, pre, conv, zbeta, o, u, final, stream)
@@ -741,7 +692,7 @@ bool delta_forward_in_chunks(const DeltaShape& s, std::size_t KT, const float* p
 bool delta_backward_in_chunks(const DeltaShape& s, std::size_t KT, const float* pre, const float* conv,
                               const float* zbeta, const float* u, const float* final, const float* dO, float* dpre,
                               float* partials, float* dzbeta, cudaStream_t stream) {
-    if (s.F != 1 || s.dh != DH || !chunked_kernel_runs()) return false;
+    if (s.F != 1 || s.dh != DH || !chunked_kernels_run()) return false;
     if (KT == 4) launch_backward<4>(s, pre, conv, zbeta, u, final, dO, dpre, partials, dzbeta, stream);
     else launch_backward<8>(s, pre, conv, zbeta, u, final, dO, dpre, partials, dzbeta, stream);
     return true;

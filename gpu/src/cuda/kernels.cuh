@@ -121,9 +121,9 @@ struct DeltaShape {
 // final not null) keeps u = v - S^T k per factor ([N][F d]) and the last state per (b, h).
 void delta_forward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
                    float* final, cudaStream_t stream);
-// The same forward in chunks of 16 steps on tensor cores (delta_chunked.cu), for one factor and
-// head_dim 32 on sm_80 or later; returns false, launching nothing, for other shapes. KT: the taps
-// padded to 4 or 8.
+// The same forward in chunks of 16 steps on the FP64 tensor cores (delta_chunked.cu), for one factor
+// and head_dim 32 on a GPU of sm_80 or later with FP64 at half the FP32 rate (A100, H100, H200);
+// returns false, launching nothing, for other shapes and GPUs. KT: the taps padded to 4 or 8.
 bool delta_forward_in_chunks(const DeltaShape& s, std::size_t KT, const float* pre, const float* conv,
                              const float* zbeta, float* o, float* u, float* final, cudaStream_t stream);
 // One reverse pass that rebuilds S_{t-1} = S_t - beta k u^T. Out: dpre (the projections' gradient,
@@ -132,9 +132,9 @@ bool delta_forward_in_chunks(const DeltaShape& s, std::size_t KT, const float* p
 void delta_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
                     const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta,
                     const Partials& partials, cudaStream_t stream);
-// The same backward in chunks of 16 steps on tensor cores (delta_chunked.cu), for the shapes of
-// delta_forward_in_chunks; writes the taps' partial sums [B][3 d][K] into `partials` and returns false,
-// launching nothing, for other shapes.
+// The same backward in chunks of 16 steps on the FP64 tensor cores (delta_chunked.cu), where
+// delta_forward_in_chunks runs; writes the taps' partial sums [B][3 d][K] into `partials` and returns
+// false, launching nothing, elsewhere.
 bool delta_backward_in_chunks(const DeltaShape& s, std::size_t KT, const float* pre, const float* conv,
                               const float* zbeta, const float* u, const float* final, const float* dO, float* dpre,
                               float* partials, float* dzbeta, cudaStream_t stream);
