@@ -326,8 +326,9 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceInChunks) {
         const Comparison r = compare(c, c, MatmulPrecision::fp32, 1100 + i, e.B, e.T);
         SCOPED_TRACE("deltanet eig " + std::string(to_string(e.eig)) + " head_dim 32 conv " + std::to_string(e.K) +
                      " B " + std::to_string(e.B) + " T " + std::to_string(e.T));
-        std::printf("chunks: eig %s conv %zu T %zu: logits %.2e, all gradients %.2e\n", to_string(e.eig), e.K, e.T,
-                    r.logits, r.all_gradients);
+        std::printf("chunks: eig %s conv %zu T %zu: logits %.2e, all gradients %.2e, worst %s %.2e (CPU fp32 %.2e)\n",
+                    to_string(e.eig), e.K, e.T, r.logits, r.all_gradients, r.worst_tensor.c_str(), r.worst_gradient,
+                    r.cpu32_worst_gradient);
         expect_fp32_match(r);
     }
 }

@@ -40,7 +40,7 @@ struct Tiles {
     static constexpr int lp = v + C * ld32;       // [C][ld16]: L, then the masked Q K^T
     static constexpr int s = lp + C * ld16;       // [DH][ld32]: S0, keys x values
     static constexpr int beta = s + DH * ld32;    // [C]
-    static constexpr int norm = beta + C;         // [2 C]: |k_t|, then |q_t|
+    static constexpr int norm = beta + C;         // [2 C]: 1 / |k_t|, then 1 / |q_t|
     static constexpr int floats = norm + 2 * C;
 };
 
@@ -89,6 +89,15 @@ __device__ void product(float (&d)[NT][4], AT A, BT B, int g, int q) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) d[nt][e] = float(acc[nt][e >> 1][e & 1]);
 }
+// SiLU and its gradient with __expf and a fast reciprocal, where the IEEE expf and division take ~20
+// instructions each (__expf is within 2 + 1.2 |z| ulp: at |z| < 10, a few times fp32's own rounding;
+// past z < -87 both give 0, as the limit is). The forward and the backward use the same function.
+__device__ float silu_fast(float z) { return __fdividef(z, 1.0f + __expf(-z)); }
+__device__ float silu_grad_fast(float z) {
+    const float sg = __fdividef(1.0f, 1.0f + __expf(-z));
+    return sg * (1.0f + z * (1.0f - sg));
+}
+
 // The row and column of accumulator entry e of n-tile nt (see product).
 __device__ int acc_row(int g, int e) { return g + 8 * (e >> 1); }
 __device__ int acc_col(int q, int nt, int e) { return 8 * nt + 2 * q + (e & 1); }
@@ -157,7 +166,7 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
                 float z = 0;
 #pragma unroll
                 for (int j = 0; j < KT; ++j) z += w[j] * x[i + j];
-                dst[i * ld32 + lane] = siluf(z);
+                dst[i * ld32 + lane] = silu_fast(z);
             }
 #pragma unroll
             for (int j = 0; j + 1 < KT; ++j) halo[slot][j] = x[C + j];
@@ -166,7 +175,9 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
         // written).
         if (lane < C) sbeta[lane] = lane < len ? s.beta_scale * sigmoidf(zb) : 0.0f;
         __syncwarp();
-        // 3. L2 norms of the rows: lane t < C takes k_t, lane C + t takes q_t.
+        // 3. L2 norms of the rows: lane t < C takes k_t, lane C + t takes q_t; the rows times the
+        // reciprocals (a multiplication where a division takes ~10 instructions; the backward
+        // recomputes them by the same operations).
         {
             const float4* row = reinterpret_cast<const float4*>(lane < C ? sk + lane * ld32 : sq + (lane - C) * ld32);
             float sum = 0;
@@ -175,15 +186,13 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
                 const float4 f = row[i];
                 sum += f.x * f.x + f.y * f.y + f.z * f.z + f.w * f.w;
             }
-            snorm[lane] = sqrtf(sum + norm_eps);
+            snorm[lane] = 1.0f / sqrtf(sum + norm_eps);
         }
         __syncwarp();
-        // divided, as the reference does: multiplying by the reciprocal put two test instances at
-        // 1.1e-5 and 1.4e-5 (bounds 1e-5 and 1.3e-5) instead of within them
 #pragma unroll
         for (int i = 0; i < C; ++i) {
-            sk[i * ld32 + lane] /= snorm[i];
-            sq[i * ld32 + lane] /= snorm[C + i];
+            sk[i * ld32 + lane] *= snorm[i];
+            sq[i * ld32 + lane] *= snorm[C + i];
         }
         __syncwarp();
 
@@ -289,7 +298,7 @@ void launch(const DeltaShape& s, const float* pre, const float* conv, const floa
 //   dS0 = dS + Q^T dO - K^T dR               (the dS of the chunk before)
 // with G = K K^T below the diagonal and L = G diag(beta). dQ and dK then go back through the L2
 // norms, all three through the SiLU and the conv, as recurrences.cu's delta_backward_kernel does.
-// Sixteen products where the forward has seven. Measured on the way (H200, ncu, per layer at T = 256;
+// Fifteen products where the forward has six. Measured on the way (H200, ncu, per layer at T = 256;
 // the step-by-step kernel: 1536 us):
 //   one warp per (word, head), as in the forward, 3xTF32 products: 253 registers, 8 warps an SM,
 //   0.22 instructions issued per cycle and scheduler, 3010 us;
@@ -319,15 +328,6 @@ struct BackTiles {
     static constexpr int dots = dbeta_l + C;     // [2][2][C]: each warp's half of the rows' dq . q and dk . k
     static constexpr int floats = dots + 4 * C;
 };
-
-// SiLU and its gradient with __expf and a fast reciprocal (a few ulp, where the IEEE expf and
-// division take ~20 instructions each). The recomputed keys and queries then differ from the
-// forward's by a few ulp, as much as the forward's own rounding.
-__device__ float silu_fast(float z) { return __fdividef(z, 1.0f + __expf(-z)); }
-__device__ float silu_grad_fast(float z) {
-    const float sg = __fdividef(1.0f, 1.0f + __expf(-z));
-    return sg * (1.0f + z * (1.0f - sg));
-}
 
 // The sums of the four lanes of a quad (the lanes holding one accumulator row).
 __device__ float quad_sum(float x) {
@@ -465,16 +465,15 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     auto DSt_h = [sds, half](int c, int r) { return sds[(half + r) * ld32 + c]; };
     auto S0t_h = [ss, half](int c, int r) { return ss[(half + r) * ld32 + c]; };  // B = S0^T: value c, key r
 
-    const std::size_t last = (s.T - 1) / C * C;
-    for (std::size_t t1 = last + C; t1 > 0; t1 -= C) {
+    for (std::size_t t1 = (s.T + C - 1) / C * C; t1 > 0; t1 -= C) {  // the chunks' ends, last first
         const std::size_t t0 = t1 - C;
         const int len = int(min(std::size_t(C), s.T - t0));
         const float zb = w == 1 && lane < len ? zbeta[(n0 + t0 + lane) * ld + h] : 0.0f;
         __syncthreads();  // the chunk after is done with every tile
-        // 1. Q (warp 0) and K (warp 1) as the forward has them: conv + SiLU, rows past the word 0, then
-        // L2-normalised by the warp that made them (two lanes a row, then one reciprocal a row: within
-        // a few ulp of the forward's quotients, for a multiplication where a division takes ~10
-        // instructions); u and dO, half the rows each; beta.
+        // 1. Q (warp 0) and K (warp 1) by the forward's operations in the forward's order (conv sums,
+        // SiLU, sums of squares, reciprocals), so that undoing the forward's last product below
+        // subtracts what it added; rows past the word 0 (the forward's are not, but its beta there is 0, and so are u
+        // and dO here). u and dO, half the rows each; beta.
         {
             float x[C + KT - 1], tw[KT];
             load_rows(w, t0, len, x);
@@ -484,16 +483,16 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
             for (int i = 0; i < C; ++i) dst[i * ld32 + lane] = i < len ? silu_fast(conv_sum(tw, x, i)) : 0.0f;
             __syncwarp();
             float* rinv = snorm + (w == 0 ? C : 0);
-            const int t = lane % C, part = lane / C;
-            const float4* row = reinterpret_cast<const float4*>(dst + t * ld32 + part * (DH / 2));
-            float sum = 0;
+            if (lane < C) {
+                const float4* row = reinterpret_cast<const float4*>(dst + lane * ld32);
+                float sum = 0;
 #pragma unroll
-            for (int i = 0; i < DH / 8; ++i) {
-                const float4 f = row[i];
-                sum += f.x * f.x + f.y * f.y + f.z * f.z + f.w * f.w;
+                for (int i = 0; i < DH / 4; ++i) {
+                    const float4 f = row[i];
+                    sum += f.x * f.x + f.y * f.y + f.z * f.z + f.w * f.w;
+                }
+                rinv[lane] = 1.0f / sqrtf(sum + norm_eps);
             }
-            sum += __shfl_xor_sync(0xffffffffu, sum, C);
-            if (part == 0) rinv[t] = 1.0f / sqrtf(sum + norm_eps);
             __syncwarp();
 #pragma unroll
             for (int i = 0; i < C; ++i) dst[i * ld32 + lane] *= rinv[i];
@@ -613,7 +612,8 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
                 float* mine = sdots + 2 * C * w;
                 mine[g] = dq[0], mine[g + 8] = dq[1], mine[C + g] = dk[0], mine[C + g + 8] = dk[1];
             }
-            __syncthreads();  // both halves of the sums are there, and every product has read dO and K
+            __syncthreads();  // both halves of the sums are there, and every product has read dO (each
+                              // warp reads only its own columns of K)
             const float* other = sdots + 2 * C * (1 - w);
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt)
@@ -657,9 +657,12 @@ void launch_backward(const DeltaShape& s, const float* pre, const float* conv, c
 }
 
 // Whether the chunked kernels run here, asked once per device (sessions may run on several): this
-// build has sm_80 or later code for the device, and the device runs FP64 at no less than half its
-// FP32 rate (cudaDevAttrSingleToDoublePrecisionPerfRatio 2 on the A100, H100 and H200; 32 or 64 on
-// the GeForce and workstation parts, where the FP64 products would be the slowest part of the step).
+// build's code for the device comes from sm_80 or later (binaryVersion, the code the device runs,
+// and ptxVersion, the architecture it was compiled for: a build of older PTX only, compiled for an
+// H100 at load time, has binaryVersion 90 and dmma's __trap), and the device runs FP64 at no less
+// than half its FP32 rate (cudaDevAttrSingleToDoublePrecisionPerfRatio 2 on the A100, H100 and H200;
+// 32 or 64 on the GeForce and workstation parts, where the FP64 products would be the slowest part
+// of the step).
 bool chunked_kernels_run() {
     static std::array<std::atomic<int>, 64> known{};  // 0 unknown, 1 runs, 2 does not
     int device = 0;
@@ -668,7 +671,7 @@ bool chunked_kernels_run() {
     cudaFuncAttributes a{};
     int fp32_per_fp64 = 0;
     const bool runs = cudaFuncGetAttributes(&a, delta_forward_chunked_kernel<4, false>) == cudaSuccess &&
-                      a.binaryVersion >= 80 &&
+                      a.binaryVersion >= 80 && a.ptxVersion >= 80 &&
                       cudaDeviceGetAttribute(&fp32_per_fp64, cudaDevAttrSingleToDoublePrecisionPerfRatio, device) ==
                           cudaSuccess &&
                       fp32_per_fp64 <= 2;
