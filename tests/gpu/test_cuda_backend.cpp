@@ -128,7 +128,7 @@ struct Comparison {
 
 // Runs the CUDA session and the fp64 CPU reference on the same weights and batch.
 Comparison compare(const ModelConfig& cpu_config, const ModelConfig& gpu_config, MatmulPrecision matmul,
-                   std::uint64_t seed, std::size_t B = 5, std::size_t T = 9) {
+                   std::uint64_t seed, std::size_t B = 5, std::size_t T = 9, bool chunked = true) {
     const auto layout = parameter_layout(cpu_config);
     const auto w = random_params(layout, seed);
     const Batch batch = random_batch(B, T, cpu_config.vocab, cpu_config.classes, seed);
@@ -139,7 +139,9 @@ Comparison compare(const ModelConfig& cpu_config, const ModelConfig& gpu_config,
     std::vector<double> ref_grads(layout.total);
     const double ref_loss = loss_and_gradient<double>(cpu_config, layout, w, batch, ws, ref_grads);
 
-    CudaSession session = make_cuda_session(gpu_config, {matmul, false, true});
+    CudaOptions options{matmul, false, true};
+    options.chunked = chunked;
+    CudaSession session = make_cuda_session(gpu_config, options);
     const std::vector<float> wf(w.begin(), w.end());
     upload_parameters(session, wf);
     std::vector<float> got_logits(ref_logits.size(), NAN);
@@ -331,6 +333,50 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceInChunks) {
                     r.cpu32_worst_gradient);
         expect_fp32_match(r);
     }
+}
+
+// The same shapes step by step (CudaOptions::chunked = false): on the GPUs that run the chunked
+// kernels, deltanet at head_dim 32 never reaches the step-by-step ones otherwise, though every other
+// GPU runs them. Words of a partial chunk, across seams, and of 80 steps; 4 and 8 taps. And the option
+// takes effect: where the chunked kernels run, the two paths' gradients differ in their last bits.
+TEST(CudaBackend, Fp32MatchesCpuReferenceStepByStepAtHeadDim32) {
+    SKIP_WITHOUT_GPU();
+    struct Shape {
+        EigRange eig;
+        std::size_t K, B, T;
+    };
+    const Shape shapes[] = {{EigRange::unit, 4, 3, 11}, {EigRange::signed_unit, 4, 3, 80}, {EigRange::unit, 8, 3, 37}};
+    for (std::size_t i = 0; i < std::size(shapes); ++i) {
+        const Shape& e = shapes[i];
+        auto c = config_for("deltanet", e.eig, 64, 2);
+        c.conv_kernel = e.K;
+        const Comparison r = compare(c, c, MatmulPrecision::fp32, 1200 + i, e.B, e.T, /*chunked=*/false);
+        SCOPED_TRACE("deltanet eig " + std::string(to_string(e.eig)) + " head_dim 32 step by step, conv " +
+                     std::to_string(e.K) + " T " + std::to_string(e.T));
+        expect_fp32_match(r);
+    }
+    const auto c = config_for("deltanet", EigRange::signed_unit, 64, 2);
+    const auto layout = parameter_layout(c);
+    const std::vector<float> w = [&] {
+        const auto w64 = random_params(layout, 1210);
+        return std::vector<float>(w64.begin(), w64.end());
+    }();
+    const Batch batch = random_batch(3, 40, c.vocab, c.classes, 1210);
+    std::vector<float> grads[2];
+    bool chunked_runs = false;
+    for (const bool chunked : {true, false}) {
+        CudaOptions options{MatmulPrecision::fp32, false, false};
+        options.chunked = chunked;
+        CudaSession session = make_cuda_session(c, options);
+        if (chunked) chunked_runs = cuda_runs_chunked(session);
+        else EXPECT_FALSE(cuda_runs_chunked(session));
+        upload_parameters(session, w);
+        cuda_loss_and_gradient(session, batch);
+        grads[chunked].assign(layout.total, NAN);
+        download_gradients(session, grads[chunked]);
+    }
+    if (chunked_runs) EXPECT_GT(bitwise_differences(grads[0], grads[1]), 0u);
+    else EXPECT_EQ(bitwise_differences(grads[0], grads[1]), 0u);
 }
 
 // A NaN weight in layer 0's key projection makes every key of head 0 NaN: the CPU reference's logits

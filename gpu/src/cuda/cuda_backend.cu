@@ -61,8 +61,8 @@ struct Plan {
 };
 
 // The recurrences' shapes for this plan's batch (the forward, the backward and the plan's scratch).
-DeltaShape delta_shape(const Plan& p, const ModelConfig& c) {
-    return {p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale()), p.proj};
+DeltaShape delta_shape(const Plan& p, const ModelConfig& c, bool chunks = true) {
+    return {p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale()), p.proj, chunks};
 }
 DiagonalShape diagonal_shape(const Plan& p, const ModelConfig& c) {
     return {p.B, p.T, p.H, p.dh, p.K, c.eig == EigRange::signed_unit, p.proj};
@@ -373,7 +373,7 @@ void forward_pass(CudaSession& session, const Plan& p) {
                 diagonal_forward(diagonal_shape(p, c), ws + a.pre, W + sl.conv_q, zg, W + sl.decay_log, ws + a.o,
                                  p.training ? ws + a.saved : nullptr, st);
             } else {
-                delta_forward(delta_shape(p, c), ws + a.pre, W + sl.conv_q, zg, ws + a.o,
+                delta_forward(delta_shape(p, c, session.options.chunked), ws + a.pre, W + sl.conv_q, zg, ws + a.o,
                               p.training ? ws + a.saved : nullptr, p.training ? ws + a.final : nullptr, st);
             }
             rmsnorm_forward(ws + a.o, W + sl.onorm, ws + a.on, ws + a.ro, N, d, p.dh, st);
@@ -535,7 +535,7 @@ void backward_pass(CudaSession& session, const Plan& p) {
                                   region(diagonal_backward_partials(diagonal_shape(p, c))), st);
                 column_sums(dz, p.proj, G + sl.bdt, N, d, region(column_sums_partials(N, d)), st);
             } else {
-                delta_backward(delta_shape(p, c), ws + a.pre, W + sl.conv_q, zg, ws + a.saved, ws + a.final, dO, dpre,
+                delta_backward(delta_shape(p, c, session.options.chunked), ws + a.pre, W + sl.conv_q, zg, ws + a.saved, ws + a.final, dO, dpre,
                                G + sl.conv_q, dz, region(delta_backward_partials(delta_shape(p, c))), st);
             }
             // one product each for the four projections (wq .. the gate adjacent, as in the forward)
@@ -902,6 +902,15 @@ CudaStepResult cuda_train_step(CudaSession& session, const Batch& batch, const A
     }
     STATETRACK_CUDA(cudaGraphLaunch(found->second.exec, s.stream));
     return finish(s);
+}
+
+bool cuda_runs_chunked(const CudaSession& session) {
+    const ModelConfig& c = session.config;
+    if (!session.options.chunked || c.mixer == Mixer::mamba || c.mixer == Mixer::lstm || c.factors != 1 ||
+        c.head_dim() != 32)
+        return false;
+    on_device(session);
+    return delta_chunks_run();
 }
 
 std::size_t cuda_session_bytes(const CudaSession& session) { return session.state ? session.state->bytes : 0; }

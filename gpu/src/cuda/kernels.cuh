@@ -114,6 +114,7 @@ struct DeltaShape {
     // The row stride of pre and zbeta, and in the backward of dpre and dzbeta: the projections and
     // the beta logits are one product's output, [N][ld] = [q | k | v | zbeta] (ld = d + 2 F d + F H).
     std::size_t ld;
+    bool chunks = true;  // the chunked kernels where they run (delta_chunked.cu); false: step by step
 };
 // The delta rules with their inputs' short causal conv + SiLU fused in. pre: [N][ld], its first d +
 // 2 F d columns the projections [q | k (factor j, head h at (j H + h) dh) | v] before the conv;
@@ -123,7 +124,8 @@ void delta_forward(const DeltaShape& s, const float* pre, const float* conv, con
                    float* final, cudaStream_t stream);
 // The same forward in chunks of 16 steps on the FP64 tensor cores (delta_chunked.cu), for one factor
 // and head_dim 32 on a GPU of sm_80 or later with FP64 at half the FP32 rate (A100, H100, H200);
-// returns false, launching nothing, for other shapes and GPUs. KT: the taps padded to 4 or 8.
+// returns false, launching nothing, for other shapes and GPUs and where s.chunks is false. KT: the
+// taps padded to 4 or 8.
 bool delta_forward_in_chunks(const DeltaShape& s, std::size_t KT, const float* pre, const float* conv,
                              const float* zbeta, float* o, float* u, float* final, cudaStream_t stream);
 // One reverse pass that rebuilds S_{t-1} = S_t - beta k u^T. Out: dpre (the projections' gradient,
@@ -132,6 +134,9 @@ bool delta_forward_in_chunks(const DeltaShape& s, std::size_t KT, const float* p
 void delta_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
                     const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta,
                     const Partials& partials, cudaStream_t stream);
+// Whether delta_forward_in_chunks and delta_backward_in_chunks run on the current device (for the
+// shapes they take, where s.chunks).
+bool delta_chunks_run();
 // The same backward in chunks of 16 steps on the FP64 tensor cores (delta_chunked.cu), where
 // delta_forward_in_chunks runs; writes the taps' partial sums [B][3 d][K] into `partials` and returns
 // false, launching nothing, elsewhere.

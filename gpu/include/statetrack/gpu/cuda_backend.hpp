@@ -38,6 +38,9 @@ struct CudaOptions {
     bool graphs = true;  // capture each training-step shape once and replay it
     bool poison = false; // tests: fill the workspace and gradients with NaN before every call
     int device = 0;      // the GPU (cudaSetDevice) every call of the session runs on
+    // deltanet at head_dim 32 in chunks of 16 steps on the FP64 tensor cores, where the GPU runs them
+    // fast (A100, H100, H200); false: step by step, as on every other shape and GPU (tests, comparisons)
+    bool chunked = true;
 };
 
 // Head dimensions with a register-resident recurrence kernel (d_model / heads must be one of these).
@@ -92,6 +95,11 @@ CudaStepResult cuda_adamw_step(CudaSession& session, const AdamWOptions& options
 // batch shape when options.graphs).
 CudaStepResult cuda_train_step(CudaSession& session, const Batch& batch, const AdamWOptions& options,
                                std::size_t step, double lr);
+
+// Whether the session runs its delta rule in chunks on the FP64 tensor cores: options.chunked, one
+// factor at head_dim 32, and a GPU that runs the chunked kernels (sm_80 or later code, FP64 at half
+// the FP32 rate). Otherwise its recurrences step token by token.
+bool cuda_runs_chunked(const CudaSession& session);
 
 // Bytes of device memory the session's own allocations hold.
 std::size_t cuda_session_bytes(const CudaSession& session);
