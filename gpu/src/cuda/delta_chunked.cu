@@ -112,6 +112,38 @@ __device__ void for_each_entry(float (&d)[NT][4], int g, int q, F f) {
         for (int e = 0; e < 4; ++e) f(acc_row(g, e), acc_col(q, nt, e), d[nt][e]);
 }
 
+// Three steps that the forward and the backward both take on the same values: the backward undoes
+// the forward's last product per chunk, so it must recompute the forward's keys to the bit, and one
+// function each keeps the two kernels' operations the same.
+// Column `column`'s K conv taps (of [columns][K]), padded in front with zeros to KT, as recurrences.cu's
+// load_taps pads them.
+template <int KT>
+__device__ void load_conv_taps(const float* conv, std::size_t column, std::size_t K, float (&w)[KT]) {
+    const int pad = KT - int(K);
+#pragma unroll
+    for (int j = 0; j < KT; ++j) w[j] = j >= pad ? __ldg(conv + column * K + std::size_t(j - pad)) : 0.0f;
+}
+// The conv sum of row i, x holding the column from KT - 1 rows before row 0 (the CPU reference's order of
+// taps).
+template <int KT, int N>
+__device__ float conv_sum(const float (&w)[KT], const float (&x)[N], int i) {
+    float z = 0;
+#pragma unroll
+    for (int j = 0; j < KT; ++j) z += w[j] * x[i + j];
+    return z;
+}
+// 1 / sqrt(sum of squares + eps) of a row of DH floats (16-byte aligned), the L2 norm's reciprocal.
+__device__ float norm_reciprocal(const float* row) {
+    const float4* v = reinterpret_cast<const float4*>(row);
+    float sum = 0;
+#pragma unroll
+    for (int i = 0; i < DH / 4; ++i) {
+        const float4 f = v[i];
+        sum += f.x * f.x + f.y * f.y + f.z * f.z + f.w * f.w;
+    }
+    return 1.0f / sqrtf(sum + norm_eps);
+}
+
 template <int KT, bool TRAIN>
 __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked_kernel(DeltaShape s, const float* pre,
                                                                                      const float* conv,
@@ -126,7 +158,6 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
     float *sk = tile + Tiles::k, *sq = tile + Tiles::q, *sv = tile + Tiles::v, *lp = tile + Tiles::lp;
     float *ss = tile + Tiles::s, *sbeta = tile + Tiles::beta, *snorm = tile + Tiles::norm;
 
-    const int pad = KT - int(s.K);  // taps padded in front with zeros to KT, as recurrences.cu's load_taps
     for (int i = lane; i < DH * ld32; i += 32) ss[i] = 0;
     float halo[3][KT - 1];  // the last KT - 1 rows of the chunk before, per column (zeros before the word)
 #pragma unroll
@@ -159,17 +190,10 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
             }
             // the column's taps, read each chunk (L1-cached): 3 KT registers held throughout spilled
             float w[KT];
-#pragma unroll
-            for (int j = 0; j < KT; ++j)
-                w[j] = j >= pad ? __ldg(conv + (slot * d + h * DH + lane) * s.K + std::size_t(j - pad)) : 0.0f;
+            load_conv_taps(conv, slot * d + h * DH + lane, s.K, w);
             float* dst = slot == 0 ? sq : slot == 1 ? sk : sv;
 #pragma unroll
-            for (int i = 0; i < C; ++i) {
-                float z = 0;
-#pragma unroll
-                for (int j = 0; j < KT; ++j) z += w[j] * x[i + j];
-                dst[i * ld32 + lane] = silu_fast(z);
-            }
+            for (int i = 0; i < C; ++i) dst[i * ld32 + lane] = silu_fast(conv_sum(w, x, i));
 #pragma unroll
             for (int j = 0; j + 1 < KT; ++j) halo[slot][j] = x[C + j];
         }
@@ -180,16 +204,7 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
         // 3. L2 norms of the rows: lane t < C takes k_t, lane C + t takes q_t; the rows times the
         // reciprocals (a multiplication where a division takes ~10 instructions; the backward
         // recomputes them by the same operations).
-        {
-            const float4* row = reinterpret_cast<const float4*>(lane < C ? sk + lane * ld32 : sq + (lane - C) * ld32);
-            float sum = 0;
-#pragma unroll
-            for (int i = 0; i < DH / 4; ++i) {
-                const float4 f = row[i];
-                sum += f.x * f.x + f.y * f.y + f.z * f.z + f.w * f.w;
-            }
-            snorm[lane] = 1.0f / sqrtf(sum + norm_eps);
-        }
+        snorm[lane] = norm_reciprocal(lane < C ? sk + lane * ld32 : sq + (lane - C) * ld32);
         __syncwarp();
 #pragma unroll
         for (int i = 0; i < C; ++i) {
@@ -380,11 +395,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         for (int j = 0; j < KT; ++j) taps[m][j] = 0;
     }
     const int pad = KT - int(s.K);
-    auto load_taps = [&](int slot, float (&tw)[KT]) {
-#pragma unroll
-        for (int j = 0; j < KT; ++j)
-            tw[j] = j >= pad ? __ldg(conv + (slot * d + h * DH + lane) * s.K + std::size_t(j - pad)) : 0.0f;
-    };
+    auto load_taps = [&](int slot, float (&tw)[KT]) { load_conv_taps(conv, slot * d + h * DH + lane, s.K, tw); };
     // The lane's column of `slot`, rows t0 - KT + 1 .. t0 + C - 1 (zeros before the word and past its
     // end), as the forward reads them. Inside the word (every chunk but the first and the last) the
     // address steps by ld through an opaque asm, as in the forward: with a bounds test and a 64-bit
@@ -410,12 +421,6 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
                 asm("" : "+l"(src));
             }
         }
-    };
-    auto conv_sum = [](const float (&tw)[KT], const float (&x)[C + KT - 1], int i) {
-        float z = 0;
-#pragma unroll
-        for (int j = 0; j < KT; ++j) z += tw[j] * x[i + j];
-        return z;
     };
     // Back through the SiLU and the conv for one of the lane's columns (m: its index among the lane's
     // columns), grad the gradient of the SiLU outputs: the gradient of the conv sums g_i, dpre_t =
@@ -472,9 +477,8 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         const int len = int(min(std::size_t(C), s.T - t0));
         const float zb = w == 1 && lane < len ? zbeta[(n0 + t0 + lane) * ld + h] : 0.0f;
         __syncthreads();  // the chunk after is done with every tile
-        // 1. Q (warp 0) and K (warp 1) by the forward's operations in the forward's order (conv sums,
-        // SiLU, sums of squares, reciprocals), so that undoing the forward's last product below
-        // subtracts what it added; rows past the word 0 (the forward's are not, but its beta there is 0, and so are u
+        // 1. Q (warp 0) and K (warp 1) by the forward's own functions (conv_sum, silu_fast,
+        // norm_reciprocal), so that undoing the forward's last product below subtracts what it added; rows past the word 0 (the forward's are not, but its beta there is 0, and so are u
         // and dO here). u and dO, half the rows each; beta.
         {
             float x[C + KT - 1], tw[KT];
@@ -485,16 +489,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
             for (int i = 0; i < C; ++i) dst[i * ld32 + lane] = i < len ? silu_fast(conv_sum(tw, x, i)) : 0.0f;
             __syncwarp();
             float* rinv = snorm + (w == 0 ? C : 0);
-            if (lane < C) {
-                const float4* row = reinterpret_cast<const float4*>(dst + lane * ld32);
-                float sum = 0;
-#pragma unroll
-                for (int i = 0; i < DH / 4; ++i) {
-                    const float4 f = row[i];
-                    sum += f.x * f.x + f.y * f.y + f.z * f.z + f.w * f.w;
-                }
-                rinv[lane] = 1.0f / sqrtf(sum + norm_eps);
-            }
+            if (lane < C) rinv[lane] = norm_reciprocal(dst + lane * ld32);
             __syncwarp();
 #pragma unroll
             for (int i = 0; i < C; ++i) dst[i * ld32 + lane] *= rinv[i];
