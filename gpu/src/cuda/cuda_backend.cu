@@ -906,11 +906,11 @@ CudaStepResult cuda_train_step(CudaSession& session, const Batch& batch, const A
 
 bool cuda_runs_chunked(const CudaSession& session) {
     const ModelConfig& c = session.config;
-    if (!session.options.chunked || c.mixer == Mixer::mamba || c.mixer == Mixer::lstm || c.factors != 1 ||
-        c.head_dim() != 32)
-        return false;
+    if (c.mixer == Mixer::mamba || c.mixer == Mixer::lstm) return false;
     on_device(session);
-    return delta_chunks_run();
+    DeltaShape s{};
+    s.dh = c.head_dim(), s.F = c.factors, s.chunks = session.options.chunked;
+    return delta_runs_in_chunks(s);
 }
 
 std::size_t cuda_session_bytes(const CudaSession& session) { return session.state ? session.state->bytes : 0; }

@@ -679,11 +679,13 @@ bool chunked_kernels_run() {
 
 }  // namespace
 
-bool delta_chunks_run() { return chunked_kernels_run(); }
+bool delta_runs_in_chunks(const DeltaShape& s) {
+    return s.chunks && s.F == 1 && s.dh == DH && chunked_kernels_run();
+}
 
 bool delta_forward_in_chunks(const DeltaShape& s, std::size_t KT, const float* pre, const float* conv,
                              const float* zbeta, float* o, float* u, float* final, cudaStream_t stream) {
-    if (!s.chunks || s.F != 1 || s.dh != DH || !chunked_kernels_run()) return false;
+    if (!delta_runs_in_chunks(s)) return false;
     if (KT == 4) u ? launch<4, true>(s, pre, conv, zbeta, o, u, final, stream)
                    : launch<4, false>(s, pre, conv, zbeta, o, u, final, stream);
     else u ? launch<8, true>(s, pre, conv, zbeta, o, u, final, stream)
@@ -694,7 +696,7 @@ bool delta_forward_in_chunks(const DeltaShape& s, std::size_t KT, const float* p
 bool delta_backward_in_chunks(const DeltaShape& s, std::size_t KT, const float* pre, const float* conv,
                               const float* zbeta, const float* u, const float* final, const float* dO, float* dpre,
                               float* partials, float* dzbeta, cudaStream_t stream) {
-    if (!s.chunks || s.F != 1 || s.dh != DH || !chunked_kernels_run()) return false;
+    if (!delta_runs_in_chunks(s)) return false;
     if (KT == 4) launch_backward<4>(s, pre, conv, zbeta, u, final, dO, dpre, partials, dzbeta, stream);
     else launch_backward<8>(s, pre, conv, zbeta, u, final, dO, dpre, partials, dzbeta, stream);
     return true;

@@ -134,9 +134,9 @@ bool delta_forward_in_chunks(const DeltaShape& s, std::size_t KT, const float* p
 void delta_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
                     const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta,
                     const Partials& partials, cudaStream_t stream);
-// Whether delta_forward_in_chunks and delta_backward_in_chunks run on the current device (for the
-// shapes they take, where s.chunks).
-bool delta_chunks_run();
+// Whether delta_forward_in_chunks and delta_backward_in_chunks run for this shape on the current
+// device: s.chunks, one factor at head_dim 32, and a GPU they run on (only F, dh and chunks are read).
+bool delta_runs_in_chunks(const DeltaShape& s);
 // The same backward in chunks of 16 steps on the FP64 tensor cores (delta_chunked.cu), where
 // delta_forward_in_chunks runs; writes the taps' partial sums [B][3 d][K] into `partials` and returns
 // false, launching nothing, elsewhere.
