@@ -58,7 +58,9 @@ nlohmann::json options_to_json(const TrainOptions& o) {
             {"eval_words", o.eval_words},
             {"precision", to_string(o.precision)},
             {"device", to_string(o.device)},
-            {"matmul", o.device == Device::cuda ? to_string(o.matmul) : "none"}};
+            {"matmul", o.device == Device::cuda ? to_string(o.matmul) : "none"},
+            // the two paths round differently, so a resume keeps the run's
+            {"cuda_recurrences", o.device == Device::cuda ? cuda_recurrences_name(o.cuda_chunked) : "none"}};
 }
 
 TrainOptions options_from_json(const nlohmann::json& j, const std::string& origin) {
@@ -82,6 +84,9 @@ TrainOptions options_from_json(const nlohmann::json& j, const std::string& origi
         o.device = parse_device(j.value("device", std::string("cpu")));
         const std::string matmul = j.value("matmul", std::string("none"));
         if (matmul != "none") o.matmul = parse_matmul_precision(matmul);
+        // absent in checkpoints written before the option: those ran chunked where the GPU could
+        const std::string recurrences = j.value("cuda_recurrences", std::string("none"));
+        if (recurrences != "none") o.cuda_chunked = parse_cuda_recurrences(recurrences);
         return o;
     } catch (const nlohmann::json::exception& e) {
         throw InputError(origin, "/options", fmt::format("malformed options: {}", e.what()));

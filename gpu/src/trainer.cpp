@@ -171,7 +171,7 @@ std::size_t eval_token_budget(const TrainOptions& o) { return std::max<std::size
 
 CudaSession open_cuda_session(const TrainOptions& o) {
     CudaOptions cuda;
-    cuda.matmul = o.matmul, cuda.device = o.cuda_device;
+    cuda.matmul = o.matmul, cuda.device = o.cuda_device, cuda.chunked = o.cuda_chunked;
     return make_cuda_session(o.model, cuda);
 }
 

@@ -277,6 +277,24 @@ TrainOptions four_step_parity_run(const std::string& name) {
     return o;
 }
 
+// The CUDA recurrences' path is one of the options a resume must keep: stored for CUDA runs ("none"
+// for the CPU, which has one path), read back, defaulting to chunked in checkpoints written before it,
+// and refused by name when misspelt.
+TEST(Checkpoint, CudaRecurrencesAreStoredAndReadBack) {
+    TrainOptions o;
+    EXPECT_EQ(options_to_json(o).at("cuda_recurrences"), "none");
+    o.device = Device::cuda;
+    EXPECT_EQ(options_to_json(o).at("cuda_recurrences"), "chunked");
+    o.cuda_chunked = false;
+    auto json = options_to_json(o);
+    EXPECT_EQ(json.at("cuda_recurrences"), "steps");
+    EXPECT_FALSE(options_from_json(json, "test").cuda_chunked);
+    json.erase("cuda_recurrences");
+    EXPECT_TRUE(options_from_json(json, "test").cuda_chunked);
+    json["cuda_recurrences"] = "fast";
+    EXPECT_THROW(options_from_json(json, "test"), InputError);
+}
+
 TEST(Checkpoint, CorruptTruncatedOrMismatchedCheckpointsAreRefused) {
     const Task task{parity_dfa(), "parity", LabelMode::final_position, Target::accept};
     TrainOptions o = four_step_parity_run("corrupt");

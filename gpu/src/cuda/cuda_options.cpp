@@ -11,6 +11,12 @@ MatmulPrecision parse_matmul_precision(const std::string& text) {
     if (text == "bf16") return MatmulPrecision::bf16;
     throw InputError("--matmul", text, "expected fp32, tf32 or bf16");
 }
+bool parse_cuda_recurrences(const std::string& text) {
+    if (text == "chunked") return true;
+    if (text == "steps") return false;
+    throw InputError("--cuda-recurrences", text, "expected chunked or steps");
+}
+const char* cuda_recurrences_name(bool chunked) { return chunked ? "chunked" : "steps"; }
 const char* to_string(MatmulPrecision precision) {
     switch (precision) {
         case MatmulPrecision::fp32: return "fp32";

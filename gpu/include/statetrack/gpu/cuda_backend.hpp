@@ -25,6 +25,9 @@ namespace statetrack::gpu {
 enum class MatmulPrecision { fp32, tf32, bf16 };
 MatmulPrecision parse_matmul_precision(const std::string& text);  // "fp32" | "tf32" | "bf16"
 const char* to_string(MatmulPrecision precision);
+// CudaOptions::chunked by name (--cuda-recurrences): "chunked" (true) or "steps" (false).
+bool parse_cuda_recurrences(const std::string& text);
+const char* cuda_recurrences_name(bool chunked);
 
 // True when this build has the CUDA backend (nvcc was found at configure time).
 bool cuda_backend_built();

@@ -36,6 +36,7 @@ struct TrainOptions {
     Precision precision = Precision::fp32;
     Device device = Device::cpu;
     MatmulPrecision matmul = MatmulPrecision::tf32;  // CUDA only
+    bool cuda_chunked = true;  // CUDA only: CudaOptions::chunked (--cuda-recurrences chunked or steps)
     int cuda_device = 0;  // which GPU (CUDA only; a placement, not a setting: not stored, not compared on resume)
     std::string out_dir;
     bool resume = false;
