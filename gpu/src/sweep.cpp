@@ -60,6 +60,7 @@ constexpr SweepKey keys[] = {
     {"eval_words", "--eval-words", Kind::count, "16"},
     {"precision", "--precision", Kind::text, "\"fp32\""},
     {"matmul", "--matmul", Kind::text, "\"tf32\""},  // CUDA only: passed with --device cuda
+    {"cuda_recurrences", "--cuda-recurrences", Kind::text, "\"chunked\""},  // CUDA only, as matmul
 };
 // Keys of a spec that are not trainer options.
 constexpr const char* meta_keys[] = {"format", "name", "description", "grid"};
@@ -107,6 +108,7 @@ json normalize(const SweepKey& key, const json& value, const std::string& origin
         if (name == "target") return to_string(parse_target(text));
         if (name == "precision") return to_string(parse_precision(text));
         if (name == "matmul") return to_string(parse_matmul_precision(text));
+        if (name == "cuda_recurrences") return cuda_recurrences_name(parse_cuda_recurrences(text));
         if (name == "train_len" || name == "test_len") {
             const LengthRange r = parse_length_range(text, key.flag);
             return fmt::format("{}:{}", r.min, r.max);
@@ -305,7 +307,9 @@ std::string sweep_run_id(const json& config) {
 std::vector<std::string> train_arguments(const SweepRun& run, const std::string& out_dir, const std::string& device) {
     std::vector<std::string> args{"train"};
     for (const auto& k : keys) {
-        if (std::string_view(k.key) == "matmul" && device != "cuda") continue;
+        // the CUDA backend's own options go to CUDA runs only
+        if (k.flag == std::string_view("--matmul") || k.flag == std::string_view("--cuda-recurrences"))
+            if (device != "cuda") continue;
         args.push_back(k.flag);
         const json& v = run.config.at(k.key);
         args.push_back(k.kind == Kind::real ? fmt::format("{}", v.get<double>()) : format_value(v));

@@ -2,6 +2,7 @@
 // summary table, on synthetic results (the real trainer runs in tests/cli/test_cli_sweep.cpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -50,6 +51,30 @@ TEST(Sweep, ExpandsTheProductOnceEach) {
     EXPECT_EQ(combos.size(), spec.runs.size());
     EXPECT_EQ(ids.size(), spec.runs.size());
     EXPECT_TRUE(std::is_sorted(spec.runs.begin(), spec.runs.end(), [](auto& a, auto& b) { return a.id < b.id; }));
+}
+
+// The CUDA backend's options reach the trainer's command line of CUDA runs only, in the trainer's
+// spelling; the default (chunked, tf32) gives the same run id as a spec that does not name them.
+TEST(Sweep, CudaOptionsArePassedToCudaRunsOnly) {
+    const SweepSpec plain = parse_sweep_spec(spec_of({{"task", "zoo:parity"}}), "spec.json");
+    const SweepSpec spec = parse_sweep_spec(
+        spec_of({{"task", "zoo:parity"}, {"cuda_recurrences", {"steps", "chunked"}}, {"matmul", "bf16"}}), "spec.json");
+    ASSERT_EQ(spec.runs.size(), 2u);
+    auto value_after = [](const std::vector<std::string>& args, const std::string& flag) -> std::string {
+        const auto at = std::find(args.begin(), args.end(), flag);
+        return at == args.end() || at + 1 == args.end() ? "(absent)" : *(at + 1);
+    };
+    std::set<std::string> recurrences;
+    for (const auto& run : spec.runs) {
+        const auto cuda = train_arguments(run, "out", "cuda"), cpu = train_arguments(run, "out", "cpu");
+        recurrences.insert(value_after(cuda, "--cuda-recurrences"));
+        EXPECT_EQ(value_after(cuda, "--matmul"), "bf16");
+        EXPECT_EQ(value_after(cpu, "--cuda-recurrences"), "(absent)");
+        EXPECT_EQ(value_after(cpu, "--matmul"), "(absent)");
+    }
+    EXPECT_EQ(recurrences, (std::set<std::string>{"chunked", "steps"}));
+    const SweepSpec chunked = parse_sweep_spec(spec_of({{"task", "zoo:parity"}, {"cuda_recurrences", "chunked"}}), "spec.json");
+    EXPECT_EQ(chunked.runs.front().id, plain.runs.front().id);
 }
 
 TEST(Sweep, GridsAreAUnionWithoutDuplicates) {
@@ -138,6 +163,7 @@ TEST(Sweep, BadSpecsNameTheJsonPointer) {
         {spec_of({{"task", "zoo:parity"}, {"grid", {{{"lr", {0.1, -1}}}}}}), "/grid/0"},  // lr must be > 0
         {spec_of({{"task", "zoo:parity"}, {"d_model", 10}, {"heads", 3}}), "/"},            // heads must divide d_model
         {spec_of({{"task", "zoo:parity"}, {"test_len", "9:3"}}), "/test_len"},
+        {spec_of({{"task", "zoo:parity"}, {"cuda_recurrences", {"steps", "chunks"}}}), "/cuda_recurrences/1"},
         {json::array({1, 2}), "/"},
     };
     for (const auto& [spec, pointer] : cases) {
