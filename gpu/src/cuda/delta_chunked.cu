@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "activations.cuh"
+#include "conv_taps.cuh"
 #include "kernels.cuh"
 
 namespace statetrack::gpu::cuda {
@@ -114,15 +115,8 @@ __device__ void for_each_entry(float (&d)[NT][4], int g, int q, F f) {
 
 // Three steps that the forward and the backward both take on the same values: the backward undoes
 // the forward's last product per chunk, so it must recompute the forward's keys to the bit, and one
-// function each keeps the two kernels' operations the same.
-// Column `column`'s K conv taps (of [columns][K]), padded in front with zeros to KT, as recurrences.cu's
-// load_taps pads them.
-template <int KT>
-__device__ void load_conv_taps(const float* conv, std::size_t column, std::size_t K, float (&w)[KT]) {
-    const int pad = KT - int(K);
-#pragma unroll
-    for (int j = 0; j < KT; ++j) w[j] = j >= pad ? __ldg(conv + column * K + std::size_t(j - pad)) : 0.0f;
-}
+// function each keeps the two kernels' operations the same (the taps' load, load_conv_taps, is
+// shared with recurrences.cu: conv_taps.cuh).
 // The conv sum of row i, x holding the column from KT - 1 rows before row 0 (the CPU reference's order of
 // taps).
 template <int KT, int N>

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "activations.cuh"
+#include "conv_taps.cuh"
 #include "kernels.cuh"
 
 namespace statetrack::gpu::cuda {
@@ -134,14 +135,7 @@ struct Conv {
 };
 // The kernels take the taps as KT = 4 or 8 (a compile-time length, so that the windows below stay in
 // registers and their loads overlap: with the tap count known only at run time the conv phases
-// were slower than the whole recurrence). K < KT taps are padded in front with zero taps, which
-// multiply the zeros before the word or add exact zeros: the sums are those of K taps.
-template <int KT>
-__device__ void load_taps(const Conv& cv, std::size_t col, float (&w)[KT]) {
-    const int pad = KT - cv.K;
-#pragma unroll
-    for (int j = 0; j < KT; ++j) w[j] = j >= pad ? __ldg(cv.w + col * std::size_t(cv.K) + std::size_t(j - pad)) : 0.0f;
-}
+// were slower than the whole recurrence), K < KT padded in front with zeros (load_conv_taps).
 // A lane's rows of dynamic shared memory, lane-interleaved (no bank conflicts): entry (slot, i) of
 // an area of `length` entries per slot. The areas of a lane, one after the other: raw (chunk + KT -
 // 1 rows of pre per slot), stage (chunk: the conv sums, then in the backward their gradients), and
@@ -205,7 +199,7 @@ __device__ void stage_conv(const Conv& cv, const ConvAreas<KT>& a, std::size_t s
     __pipeline_wait_prior(0);
     for (std::size_t s = 0; s < slots; ++s) {
         float w[KT], x[KT];  // x[j]: pre at row t - KT + 1 + j
-        load_taps<KT>(cv, column(s), w);
+        load_conv_taps(cv.w, column(s), std::size_t(cv.K), w);
 #pragma unroll
         for (int j = 0; j + 1 < KT; ++j) x[j] = a.raw.at(s, std::size_t(j));
         for (std::size_t i = 0; i < t1 - t0; ++i) {
@@ -234,7 +228,7 @@ __device__ void conv_backward_chunk(const Conv& cv, const ConvAreas<KT>& a, std:
         const float* stage = a.stage.row0(unsigned(s));
         const float* raw = a.raw.row0(unsigned(s));
         float w[KT], g[KT], acc[KT];  // g[i] = g_{t+i}
-        load_taps<KT>(cv, col, w);
+        load_conv_taps(cv.w, col, std::size_t(cv.K), w);
 #pragma unroll
         for (int i = 1; i < KT; ++i) g[i] = a.carry.at(s, std::size_t(i - 1));
 #pragma unroll
@@ -619,7 +613,7 @@ __global__ void __launch_bounds__(block_threads, 3) diagonal_backward_kernel(Dia
     }
 }
 
-// The kernels' compile-time tap length for K taps (load_taps).
+// The kernels' compile-time tap length for K taps (load_conv_taps).
 std::size_t tap_length(std::size_t K) {
     if (K > 8) throw std::invalid_argument("the CUDA recurrences' convolutions take at most 8 taps");
     return K <= 4 ? 4 : 8;
