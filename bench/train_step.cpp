@@ -42,19 +42,25 @@ struct Shape {
     std::size_t layers, T, vocab, classes;
     MatmulPrecision matmul = MatmulPrecision::tf32;
     bool graphs = true;
+    std::size_t shortest = 0;  // words of lengths shortest..T (the first T long), as in training; 0: all T
 };
 
-// Words of full length T with random letters and a label at every position (the cost of a step
-// does not depend on the labels).
-Batch full_batch(std::size_t B, std::size_t T, std::size_t vocab, std::size_t classes, std::uint64_t stream) {
+// Words with random letters and a label at every real position (the cost of a step does not depend
+// on the labels): all of length T, or (shortest > 0) of lengths uniform in shortest..T, the first T
+// long, padded to T as training's batches are.
+Batch random_words(std::size_t B, std::size_t T, std::size_t shortest, std::size_t vocab, std::size_t classes,
+                   std::uint64_t stream) {
     Rng rng = make_rng(7, stream);
     Batch batch;
     batch.batch = B, batch.length = T;
-    batch.lengths.assign(B, std::int32_t(T));
-    batch.tokens.resize(B * T), batch.targets.resize(B * T);
-    for (std::size_t i = 0; i < B * T; ++i) {
-        batch.tokens[i] = std::int32_t(uniform_below(rng, vocab));
-        batch.targets[i] = std::int32_t(uniform_below(rng, classes));
+    batch.tokens.assign(B * T, 0), batch.targets.assign(B * T, -1);
+    for (std::size_t b = 0; b < B; ++b) {
+        const std::size_t len = shortest == 0 || b == 0 ? T : shortest + uniform_below(rng, T - shortest + 1);
+        batch.lengths.push_back(std::int32_t(len));
+        for (std::size_t t = 0; t < len; ++t) {
+            batch.tokens[b * T + t] = std::int32_t(uniform_below(rng, vocab));
+            batch.targets[b * T + t] = std::int32_t(uniform_below(rng, classes));
+        }
     }
     return batch;
 }
@@ -73,7 +79,7 @@ nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
     upload_parameters(session, w);
     AdamWOptions o;
     std::vector<Batch> batches;  // rotate through a few, as training would
-    for (std::size_t i = 0; i < 4; ++i) batches.push_back(full_batch(B, s.T, c.vocab, c.classes, i));
+    for (std::size_t i = 0; i < 4; ++i) batches.push_back(random_words(B, s.T, s.shortest, c.vocab, c.classes, i));
     for (std::size_t i = 0; i < 3; ++i) cuda_train_step(session, batches[i % 4], o, i, 1e-4);  // capture, warm up
     std::vector<double> times;
     double loss = 0;
@@ -88,8 +94,8 @@ nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
             {"layers", s.layers},   {"d_model", 128},
             {"heads", 4},           {"batch", B},
             {"T", s.T},             {"matmul", to_string(s.matmul)},
-            {"graphs", s.graphs},   {"ms_per_step", ms},
-            {"tokens_per_s", double(B * s.T) / (ms * 1e-3)},
+            {"graphs", s.graphs},   {"shortest", s.shortest ? s.shortest : s.T},
+            {"ms_per_step", ms},    {"tokens_per_s", double(B * s.T) / (ms * 1e-3)},
             {"session_mib", double(cuda_session_bytes(session)) / double(1 << 20)},
             {"device_mib", double(peak) / double(1 << 20)},
             {"loss", loss}};
@@ -243,6 +249,9 @@ int main(int argc, char** argv) {
         shapes.push_back({"deltanet, fp32 products", "deltanet", 2, 40, 2, 2, MatmulPrecision::fp32});
         shapes.push_back({"deltanet, no graph", "deltanet", 2, 40, 2, 2, MatmulPrecision::tf32, false});
         shapes.push_back({"lstm", "lstm", 2, 40, 2, 2});
+        // training's batches: lengths 3..40 padded to 40 (the recurrences stop at each word's end)
+        for (const char* model : {"deltanet", "mamba", "deltaproduct:2"})
+            shapes.push_back({std::string(model) + ", words 3-40", model, 2, 40, 2, 2, MatmulPrecision::tf32, true, 3});
         fmt::print("{:<26} {:>5} {:>6} {:>5} {:>10} {:>14} {:>11}\n", "shape", "T", "matmul", "graph", "ms/step",
                    "tokens/s", "device MiB");
         for (const Shape& s : shapes) {

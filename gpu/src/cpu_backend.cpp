@@ -43,6 +43,7 @@ struct LayerActs {
 
 struct Plan {
     std::size_t B, T, N, d, H, dh, F, m, C, K, wide;
+    std::vector<std::size_t> lengths;  // word_length of each row: the recurrences stop there
     bool training;
     std::vector<std::size_t> x;  // residual streams: x[0] embeddings, x[l + 1] output of block l
     std::vector<LayerActs> layers;
@@ -53,7 +54,9 @@ struct Plan {
 
 Plan make_plan(const ModelConfig& c, const Batch& batch, bool training) {
     Plan p;
+    check_word_lengths(batch);
     p.B = batch.batch, p.T = batch.length, p.N = p.B * p.T;
+    for (std::size_t b = 0; b < p.B; ++b) p.lengths.push_back(word_length(batch, b));
     p.d = c.d_model, p.H = c.heads, p.dh = c.head_dim(), p.F = c.factors, p.m = c.mlp_width(), p.C = c.classes;
     p.K = c.conv_kernel;
     p.wide = std::max({p.F * p.d, p.m, 4 * p.d, p.F * p.H});
@@ -223,6 +226,14 @@ void silu_backward(const S* X, S* dY, std::size_t count) {
 // ---- the recurrences ----
 // State of one head: S[r][c] (key index r, value index c), row-major dh x dh; output o = S^T q.
 
+// Rows past each word's length of a [N][width] array set to 0: the recurrences stop at the word's
+// end (Batch), and their outputs there are defined as 0.
+template <class S>
+void zero_past_lengths(const Plan& p, S* rows, std::size_t width) {
+    for (std::size_t b = 0; b < p.B; ++b)
+        std::fill(rows + (b * p.T + p.lengths[b]) * width, rows + (b + 1) * p.T * width, S(0));
+}
+
 template <class S>
 struct StateIndex {
     const Plan& p;
@@ -249,9 +260,10 @@ void delta_forward(const Plan& p, const LayerActs& a, S* ws) {
     StateIndex<S> at{p, ws + a.states, ws + p.zeros};
     if (!p.training) std::fill(ws + a.states, ws + a.states + p.B * p.H * dh * dh, S(0));
     std::vector<S> u(dh);
+    zero_past_lengths(p, ws + a.o, p.d);
     for (std::size_t b = 0; b < p.B; ++b)
         for (std::size_t h = 0; h < p.H; ++h)
-            for (std::size_t t = 0; t < p.T; ++t) {
+            for (std::size_t t = 0; t < p.lengths[b]; ++t) {
                 const std::size_t n = b * p.T + t;
                 for (std::size_t j = 0; j < p.F; ++j) {
                     const S* k = ws + a.kn + n * Fd + (j * p.H + h) * dh;
@@ -286,10 +298,12 @@ void delta_backward(const Plan& p, const LayerActs& a, S* ws, const S* dO, S* dq
     S* dS = ws + p.g_state;
     S* u = ws + p.g_vec;
     S* du = u + dh;
+    zero_past_lengths(p, dq, p.d), zero_past_lengths(p, dk, Fd), zero_past_lengths(p, dv, Fd);
+    zero_past_lengths(p, dbeta, FH);
     for (std::size_t b = 0; b < p.B; ++b)
         for (std::size_t h = 0; h < p.H; ++h) {
             std::fill(dS, dS + dh * dh, S(0));
-            for (std::size_t t = p.T; t-- > 0;) {
+            for (std::size_t t = p.lengths[b]; t-- > 0;) {
                 const std::size_t n = b * p.T + t;
                 // o = S_t^T q
                 const S* St = at.after(b, t, p.F - 1, h);
@@ -345,9 +359,10 @@ void diagonal_forward(const Plan& p, const LayerActs& a, S* ws, bool signed_rang
     const std::size_t dh = p.dh, d = p.d;
     StateIndex<S> at{p, ws + a.states, ws + p.zeros};
     if (!p.training) std::fill(ws + a.states, ws + a.states + p.B * p.H * dh * dh, S(0));
+    zero_past_lengths(p, ws + a.o, d);
     for (std::size_t b = 0; b < p.B; ++b)
         for (std::size_t h = 0; h < p.H; ++h)
-            for (std::size_t t = 0; t < p.T; ++t) {
+            for (std::size_t t = 0; t < p.lengths[b]; ++t) {
                 const std::size_t n = b * p.T + t, hd = n * d + h * dh;
                 const S* prev = at.before(b, t, 0, h);
                 S* next = at.after(b, t, 0, h);
@@ -371,10 +386,11 @@ void diagonal_backward(const Plan& p, const LayerActs& a, S* ws, bool signed_ran
     const std::size_t dh = p.dh, d = p.d;
     StateIndex<S> at{p, ws + a.states, ws + p.zeros};
     S* dS = ws + p.g_state;
+    for (S* out : {dq, dk, dv, da}) zero_past_lengths(p, out, d);
     for (std::size_t b = 0; b < p.B; ++b)
         for (std::size_t h = 0; h < p.H; ++h) {
             std::fill(dS, dS + dh * dh, S(0));
-            for (std::size_t t = p.T; t-- > 0;) {
+            for (std::size_t t = p.lengths[b]; t-- > 0;) {
                 const std::size_t n = b * p.T + t, hd = n * d + h * dh;
                 const S* St = at.after(b, t, 0, h);
                 const S* prev = at.before(b, t, 0, h);
@@ -695,7 +711,7 @@ void transition_eigenvalues(const ModelConfig& c, const ParameterLayout& layout,
     for (std::size_t l = 0; l < c.layers; ++l) {
         const LayerActs& a = p.layers[l];
         for (std::size_t b = 0; b < p.B; ++b)
-            for (std::size_t t = 0; t < std::size_t(batch.lengths[b]); ++t) {
+            for (std::size_t t = 0; t < p.lengths[b]; ++t) {
                 const std::size_t n = b * p.T + t;
                 for (std::size_t h = 0; h < p.H; ++h) {
                     if (c.mixer == Mixer::mamba) {
@@ -749,7 +765,7 @@ void recurrence_steps(const ModelConfig& c, const ParameterLayout& layout, std::
         const LayerActs& a = p.layers[l];
         for (std::size_t h = 0; h < p.H; ++h)
             for (std::size_t b = 0; b < p.B; ++b)
-                for (std::size_t t = 0; t < std::size_t(batch.lengths[b]); ++t) {
+                for (std::size_t t = 0; t < p.lengths[b]; ++t) {
                     const std::size_t n = b * p.T + t;
                     step.layer = l, step.head = h, step.row = b, step.position = t;
                     step.keys.clear(), step.values.clear(), step.betas.clear(), step.decay.clear();

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include "statetrack/automata/error.hpp"
@@ -17,6 +18,28 @@ std::size_t labelled_positions(const Batch& batch) {
     std::size_t n = 0;
     for (auto t : batch.targets) n += t >= 0;
     return n;
+}
+
+void check_word_lengths(const Batch& batch) {
+    if (batch.lengths.empty()) return;
+    if (batch.lengths.size() != batch.batch)
+        throw InputError("batch", "lengths", fmt::format("{} lengths for {} words", batch.lengths.size(), batch.batch));
+    const std::size_t T = batch.length;
+    const bool targets = batch.targets.size() == batch.batch * T;  // (the backends check the size themselves)
+    for (std::size_t b = 0; b < batch.batch; ++b) {
+        const std::int32_t len = batch.lengths[b];
+        if (len < 0 || std::size_t(len) > T)
+            throw InputError("batch", fmt::format("lengths[{}]", b), fmt::format("{} is outside 0..{}", len, T));
+        if (!targets) continue;
+        // a branch-free maximum over the padding's targets (the CUDA backend checks every batch)
+        const std::int32_t* row = batch.targets.data() + b * T;
+        std::int32_t label = -1;
+        for (std::size_t t = std::size_t(len); t < T; ++t) label = std::max(label, row[t]);
+        if (label >= 0) {
+            const std::size_t t = std::size_t(std::find_if(row + len, row + T, [](std::int32_t x) { return x >= 0; }) - row);
+            throw InputError("batch", fmt::format("targets[{}][{}]", b, t), fmt::format("a label past the word's length {}", len));
+        }
+    }
 }
 
 void label_batch(const Task& task, Batch& batch) {

@@ -643,6 +643,12 @@ TEST(CudaBackend, BadInputIsRejected) {
     EXPECT_THROW(cuda_loss_and_gradient(session, batch), InputError);
     batch.tokens.pop_back();
     EXPECT_THROW(cuda_loss_and_gradient(session, batch), InputError);
+    batch = good;
+    batch.lengths[1] = 5;  // longer than T = 4: the recurrences would run past the row
+    EXPECT_THROW(cuda_loss_and_gradient(session, batch), InputError);
+    batch = good;
+    batch.lengths[0] = 1, batch.targets[1] = 0;  // a label past word 0's length
+    EXPECT_THROW(cuda_loss_and_gradient(session, batch), InputError);
     // the refused batches changed nothing: the same batch gives the same loss, and negative targets
     // are unlabelled positions, not errors
     EXPECT_EQ(cuda_loss_and_gradient(session, good), loss);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 
+#include "statetrack/automata/error.hpp"
 #include "statetrack/automata/zoo.hpp"
 #include "statetrack/gpu/cpu_backend.hpp"
 #include "statetrack/gpu/random.hpp"
@@ -154,6 +155,83 @@ TEST(Forward, PaddingDoesNotChangeRealPositions) {
     forward<double>(c, layout, w, single, b);
     const auto za = logits(c, pair, a), zb = logits(c, single, b);
     for (std::size_t i = 0; i < 4 * c.classes; ++i) EXPECT_DOUBLE_EQ(za[i], zb[i]);
+}
+
+// The linear-attention recurrences stop at each word's length (Batch): past it their output is 0,
+// so a padded position's logits depend on its own (padding) token only, not on the word before it
+// (this fails where a recurrence runs on past the word); the loss and gradients are those of the
+// word alone, up to the order of Eigen's sums. The LSTM runs to T: its padded logits do depend on
+// the word.
+TEST(Forward, RecurrencesStopAtTheWordsLength) {
+    const Task task = parity_task(LabelMode::every_position);
+    for (const char* model : {"deltanet", "deltaproduct:2", "mamba", "lstm"}) {
+        const auto c = small_config(model, EigRange::signed_unit);
+        const auto layout = parameter_layout(c);
+        const auto w = random_params(layout, 5);
+        Batch one = sample_batch(task, 2, {9, 9}, 3, 1);
+        one.lengths = {9, 5};
+        for (std::size_t t = 5; t < 9; ++t) one.tokens[9 + t] = 0;
+        label_batch(task, one);
+        Batch other = one;  // the second word's real letters flipped, its padding the same
+        for (std::size_t t = 0; t < 5; ++t) other.tokens[9 + t] ^= 1;
+        label_batch(task, other);
+        Workspace<double> a, b;
+        std::vector<double> ga(layout.total), gb(layout.total);
+        loss_and_gradient<double>(c, layout, w, one, a, ga);
+        loss_and_gradient<double>(c, layout, w, other, b, gb);
+        const auto za = logits(c, one, a), zb = logits(c, other, b);
+        bool padded_same = true, real_differ = false;
+        for (std::size_t t = 0; t < 9; ++t)
+            for (std::size_t k = 0; k < c.classes; ++k) {
+                const std::size_t i = (9 + t) * c.classes + k;
+                if (t >= 5) padded_same &= za[i] == zb[i];
+                else real_differ |= za[i] != zb[i];
+            }
+        SCOPED_TRACE(model);
+        EXPECT_TRUE(real_differ);
+        EXPECT_EQ(padded_same, c.mixer != Mixer::lstm);
+    }
+    // The gradients of a padded word are those of the same word alone, for each recurrence.
+    for (const char* model : {"deltanet", "deltaproduct:2", "mamba"}) {
+        const auto c = small_config(model, EigRange::signed_unit);
+        const auto layout = parameter_layout(c);
+        const auto w = random_params(layout, 6);
+        Batch padded = sample_batch(task, 1, {6, 6}, 4, 2);
+        padded.length = 10, padded.tokens.resize(10, 1), padded.lengths = {6};
+        label_batch(task, padded);
+        Batch alone = sample_batch(task, 1, {6, 6}, 4, 2);
+        label_batch(task, alone);
+        Workspace<double> a, b;
+        std::vector<double> ga(layout.total), gb(layout.total);
+        const double la = loss_and_gradient<double>(c, layout, w, padded, a, ga);
+        const double lb = loss_and_gradient<double>(c, layout, w, alone, b, gb);
+        SCOPED_TRACE(model);
+        EXPECT_NEAR(la, lb, 1e-13 * std::abs(lb));  // Eigen's products block 10 rows and 6 differently
+        double diff = 0, norm = 0;
+        for (std::size_t i = 0; i < ga.size(); ++i) diff += (ga[i] - gb[i]) * (ga[i] - gb[i]), norm += gb[i] * gb[i];
+        EXPECT_LT(std::sqrt(diff / norm), 1e-13);
+    }
+}
+
+TEST(Forward, BadWordLengthsAreRejected) {
+    const auto c = small_config("deltanet", EigRange::signed_unit);
+    const auto layout = parameter_layout(c);
+    const auto w = random_params(layout, 7);
+    const Task task = parity_task(LabelMode::every_position);
+    Workspace<double> ws;
+    Batch batch = sample_batch(task, 2, {4, 6}, 5, 1);
+    Batch too_long = batch;
+    too_long.lengths[1] = std::int32_t(batch.length + 1);
+    EXPECT_THROW(forward<double>(c, layout, w, too_long, ws), InputError);
+    Batch too_few = batch;
+    too_few.lengths.pop_back();
+    EXPECT_THROW(forward<double>(c, layout, w, too_few, ws), InputError);
+    Batch label_past = batch;
+    label_past.lengths[0] = 2;  // word 0 keeps its labels at positions 2 and up
+    EXPECT_THROW(loss_and_gradient<double>(c, layout, w, label_past, ws, {}), InputError);
+    Batch none = batch;  // no lengths: every word T long
+    none.lengths.clear();
+    EXPECT_NO_THROW(forward<double>(c, layout, w, none, ws));
 }
 
 TEST(Forward, TrainingAndInferenceModesAgree) {

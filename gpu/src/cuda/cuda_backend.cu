@@ -55,17 +55,18 @@ struct Plan {
     std::size_t dx, dxn, s1, s2, dh_next, dc_next;
     std::size_t dO;  // the mixers' output gradient: not in s2, which the MLP's wgate gradient may still read
     std::size_t dx16;  // bf16 copy of dx, the MLP backward's operand (mlp16 only)
-    std::size_t tokens, targets;  // int32 arrays, stored in float-sized slots
+    std::size_t tokens, targets, lengths;  // int32 arrays ([N], [N], [B]), stored in float-sized slots
     std::size_t partials;         // the fixed-order sums' scratch (kernels.cuh): see make_plan
     std::size_t total = 0;
 };
 
 // The recurrences' shapes for this plan's batch (the forward, the backward and the plan's scratch).
-DeltaShape delta_shape(const Plan& p, const ModelConfig& c, bool chunks = true) {
-    return {p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale()), p.proj, chunks};
+// lengths: the batch's word lengths in the workspace (null where only the sizes are asked).
+DeltaShape delta_shape(const Plan& p, const ModelConfig& c, bool chunks = true, const std::int32_t* lengths = nullptr) {
+    return {p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale()), p.proj, chunks, lengths};
 }
-DiagonalShape diagonal_shape(const Plan& p, const ModelConfig& c) {
-    return {p.B, p.T, p.H, p.dh, p.K, c.eig == EigRange::signed_unit, p.proj};
+DiagonalShape diagonal_shape(const Plan& p, const ModelConfig& c, const std::int32_t* lengths = nullptr) {
+    return {p.B, p.T, p.H, p.dh, p.K, c.eig == EigRange::signed_unit, p.proj, lengths};
 }
 
 // A region of the partial-sums scratch: whole 256-byte blocks, so that every region stays aligned.
@@ -132,6 +133,7 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
     // The fixed-order sums' scratch: the loss and the gradient norm use its start (one after the
     // other, and not while the backward's sums are pending); each sum of the backward has a region.
     p.partials = take(std::max(step_results_partials(), training ? backward_partials(p, c) : 0));
+    p.lengths = take(B);  // last: the arrays before keep the offsets they had without it
     return p;
 }
 
@@ -183,7 +185,7 @@ struct CudaSessionState {
     StepResults* results_device = nullptr;
     StepParams* params_host = nullptr;    // pinned
     StepResults* results_host = nullptr;  // pinned
-    std::int32_t* batch_host = nullptr;   // pinned tokens then targets
+    std::int32_t* batch_host = nullptr;   // pinned tokens, targets, then the word lengths
     std::size_t batch_host_capacity = 0;  // int32 values
     std::size_t labelled = 0;             // the staged batch's labelled positions (targets >= 0)
     std::map<std::pair<std::size_t, std::size_t>, Graph> graphs;
@@ -346,6 +348,7 @@ PassContext pass_context(CudaSession& session) {
 void forward_pass(CudaSession& session, const Plan& p) {
     const auto [c, L, s, blas, st, W, ws] = pass_context(session);
     const auto* tokens = reinterpret_cast<const std::int32_t*>(ws + p.tokens);
+    const auto* lengths = reinterpret_cast<const std::int32_t*>(ws + p.lengths);
     const std::size_t N = p.N, d = p.d;
     embed_forward(tokens, W + L.embed, ws + p.x[0], N, d, st);
     for (std::size_t l = 0; l < c.layers; ++l) {
@@ -370,12 +373,13 @@ void forward_pass(CudaSession& session, const Plan& p) {
             blas.forward(ws + a.xn1, d, W + sl.wq, ws + a.pre, p.proj, N, d, p.proj);
             if (c.mixer == Mixer::mamba) {
                 add_bias(zg, p.proj, W + sl.bdt, N, d, st);
-                diagonal_forward(diagonal_shape(p, c), ws + a.pre, W + sl.conv_q, zg, W + sl.decay_log, ws + a.o,
+                diagonal_forward(diagonal_shape(p, c, lengths), ws + a.pre, W + sl.conv_q, zg, W + sl.decay_log, ws + a.o,
                                  p.training ? ws + a.saved : nullptr, st);
             } else {
-                delta_forward(delta_shape(p, c, session.options.chunked), ws + a.pre, W + sl.conv_q, zg, ws + a.o,
+                delta_forward(delta_shape(p, c, session.options.chunked, lengths), ws + a.pre, W + sl.conv_q, zg, ws + a.o,
                               p.training ? ws + a.saved : nullptr, p.training ? ws + a.final : nullptr, st);
             }
+            zero_past_lengths(ws + a.o, d, d, p.B, p.T, lengths, st);  // the recurrences stopped there (Batch)
             rmsnorm_forward(ws + a.o, W + sl.onorm, ws + a.on, ws + a.ro, N, d, p.dh, st);
             blas.forward_residual(ws + a.on, d, W + sl.wo, ws + p.x[l], ws + a.x_mid, N, d, d);
         }
@@ -445,6 +449,7 @@ std::size_t side_events(std::size_t layers) { return 2 * (1 + 4 * layers); }
 
 void backward_pass(CudaSession& session, const Plan& p) {
     const auto [c, L, s, blas, st, W, ws] = pass_context(session);
+    const auto* lengths = reinterpret_cast<const std::int32_t*>(ws + p.lengths);
     float* G = s.grads;
     const std::size_t N = p.N, d = p.d;
     float* dx = ws + p.dx;
@@ -530,13 +535,18 @@ void backward_pass(CudaSession& session, const Plan& p) {
             rmsnorm_backward(ws + a.o, W + sl.onorm, ws + a.ro, dOn, dO, G + sl.onorm, N, d, p.dh, false,
                              region(norm_partials), st);
             if (c.mixer == Mixer::mamba) {
-                diagonal_backward(diagonal_shape(p, c), ws + a.pre, W + sl.conv_q, zg, W + sl.decay_log, ws + a.saved,
+                diagonal_backward(diagonal_shape(p, c, lengths), ws + a.pre, W + sl.conv_q, zg, W + sl.decay_log, ws + a.saved,
                                   dO, dpre, G + sl.conv_q, dz, G + sl.decay_log,
                                   region(diagonal_backward_partials(diagonal_shape(p, c))), st);
+                zero_past_lengths(dpre, p.proj, p.proj, p.B, p.T, lengths, st);  // [dq | dk | dv | dz]: Batch
                 column_sums(dz, p.proj, G + sl.bdt, N, d, region(column_sums_partials(N, d)), st);
             } else {
-                delta_backward(delta_shape(p, c, session.options.chunked), ws + a.pre, W + sl.conv_q, zg, ws + a.saved, ws + a.final, dO, dpre,
+                delta_backward(delta_shape(p, c, session.options.chunked, lengths), ws + a.pre, W + sl.conv_q, zg, ws + a.saved, ws + a.final, dO, dpre,
                                G + sl.conv_q, dz, region(delta_backward_partials(delta_shape(p, c))), st);
+                // [dq | dk | dv | dz] past each word: the chunked kernels run to T and write the padding's
+                // gradients, exact zeros (its output gradient is 0); the step kernels stop (Batch)
+                if (!delta_runs_in_chunks(delta_shape(p, c, session.options.chunked)))
+                    zero_past_lengths(dpre, p.proj, p.proj, p.B, p.T, lengths, st);
             }
             // one product each for the four projections (wq .. the gate adjacent, as in the forward)
             blas.input_grad(dpre, p.proj, W + sl.wq, dxn, d, N, d, p.proj, false);
@@ -567,7 +577,7 @@ void reserve(CudaSessionState& s, const Plan& p) {
         s.work = device_alloc<float>(s, p.total);
         s.work_floats = p.total;
     }
-    const std::size_t need = 2 * p.N;
+    const std::size_t need = 2 * p.N + p.B;
     if (s.batch_host_capacity < need) {
         STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
         if (s.batch_host) STATETRACK_CUDA(cudaFreeHost(s.batch_host));
@@ -591,6 +601,7 @@ void check_batch_shape(const Batch& batch) {
     if (N == 0) throw InputError("batch", "", "empty batch");
     if (batch.tokens.size() != N || batch.targets.size() != N)
         throw InputError("batch", "", "tokens and targets must hold B*T values");
+    check_word_lengths(batch);
 }
 
 // Stages the batch in pinned memory (the copy to the device is enqueued by enqueue_upload, inside a
@@ -619,12 +630,15 @@ void stage_batch(const CudaSession& session, CudaSessionState& s, const Batch& b
     }
     if (bad_token) throw InputError("batch", "", "token outside the vocabulary");
     if (bad_target) throw InputError("batch", "", "target outside the classes");
+    for (std::size_t b = 0; b < batch.batch; ++b) staged[2 * N + b] = std::int32_t(word_length(batch, b));
     s.labelled = labelled;
 }
 void enqueue_upload(CudaSessionState& s, const Plan& p) {
     STATETRACK_CUDA(cudaMemcpyAsync(s.work + p.tokens, s.batch_host, p.N * sizeof(std::int32_t), cudaMemcpyHostToDevice,
                                     s.stream));
     STATETRACK_CUDA(cudaMemcpyAsync(s.work + p.targets, s.batch_host + p.N, p.N * sizeof(std::int32_t),
+                                    cudaMemcpyHostToDevice, s.stream));
+    STATETRACK_CUDA(cudaMemcpyAsync(s.work + p.lengths, s.batch_host + 2 * p.N, p.B * sizeof(std::int32_t),
                                     cudaMemcpyHostToDevice, s.stream));
     STATETRACK_CUDA(cudaMemcpyAsync(s.params_device, s.params_host, sizeof(StepParams), cudaMemcpyHostToDevice, s.stream));
     STATETRACK_CUDA(cudaMemsetAsync(s.results_device, 0, sizeof(StepResults), s.stream));

@@ -352,6 +352,16 @@ __global__ void add_bias_kernel(float* y, std::size_t ld, const float* bias, std
     if (i < rows * cols) y[i / cols * ld + i % cols] += bias[i % cols];
 }
 
+// One block per word, a warp per row: rows lengths[b] .. T - 1 of word b, columns 0 .. cols - 1.
+__global__ void zero_past_lengths_kernel(float* a, std::size_t ld, std::size_t cols, std::size_t T,
+                                         const std::int32_t* lengths) {
+    const std::size_t b = blockIdx.x, warps = blockDim.x / 32, lane = threadIdx.x % 32;
+    for (std::size_t t = std::size_t(lengths[b]) + threadIdx.x / 32; t < T; t += warps) {
+        float* row = a + (b * T + t) * ld;
+        for (std::size_t c = lane; c < cols; c += 32) row[c] = 0.0f;
+    }
+}
+
 // SwiGLU, a thread per float4 of h (m a multiple of 4): the row from one 32-bit division per
 // thread, not two 64-bit ones per element.
 struct SwigluShape {
@@ -695,6 +705,12 @@ void rmsnorm_backward(const float* x, const float* g, const float* rinv, const f
                                                              gain.rows_each);
     launched("rmsnorm_gain");
     partials.sums->push_back({partials.scratch, gain.count, width, dg});
+}
+
+void zero_past_lengths(float* a, std::size_t ld, std::size_t cols, std::size_t B, std::size_t T,
+                       const std::int32_t* lengths, cudaStream_t stream) {
+    zero_past_lengths_kernel<<<unsigned(B), threads, 0, stream>>>(a, ld, cols, T, lengths);
+    launched("zero_past_lengths");
 }
 
 void add_bias(float* y, std::size_t ld, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream) {

@@ -85,6 +85,11 @@ void swiglu_backward(const bf16* gu, const bf16* dh, bf16* dgu, std::size_t rows
 // y = x rounded to bf16 (nearest even), for the weight copies of --matmul bf16.
 void to_bf16(const float* x, bf16* y, std::size_t count, cudaStream_t stream);
 
+// a[b T + t][c] = 0 for t >= lengths[b] and c < cols (rows ld apart): the recurrences' outputs, and in
+// the backward their input gradients, past each word's end (Batch; the kernels stop there).
+void zero_past_lengths(float* a, std::size_t ld, std::size_t cols, std::size_t B, std::size_t T,
+                       const std::int32_t* lengths, cudaStream_t stream);
+
 // Mean cross-entropy pieces: results->loss_sum += sum of -log p(target); dlogits = (p - onehot) / count;
 // results->correct += labelled rows whose first maximum is the target.
 void cross_entropy(const float* logits, const std::int32_t* targets, float* dlogits, const StepParams* params,
@@ -115,6 +120,12 @@ struct DeltaShape {
     // the beta logits are one product's output, [N][ld] = [q | k | v | zbeta] (ld = d + 2 F d + F H).
     std::size_t ld;
     bool chunks = true;  // the chunked kernels where they run (delta_chunked.cu); false: step by step
+    // [B] each word's length (device memory; null: every word T long). The step-by-step kernels stop
+    // at the longest word of their warp; the chunked ones run to T (every way of reading the bound
+    // in their loop changed ptxas's register allocation, and the forward took 9-11% longer at full
+    // length, H100 ncu; the padding's gradients are exact zeros anyway). Past a word's end
+    // zero_past_lengths then writes 0 (Batch).
+    const std::int32_t* lengths = nullptr;
 };
 // The delta rules with their inputs' short causal conv + SiLU fused in. pre: [N][ld], its first d +
 // 2 F d columns the projections [q | k (factor j, head h at (j H + h) dh) | v] before the conv;
@@ -155,7 +166,15 @@ struct DiagonalShape {
     std::size_t K;  // taps of the short conv before the recurrence
     bool signed_range;
     std::size_t ld;  // the row stride of pre, zdt, dpre and dzdt, as DeltaShape's ([q | k | v | zdt]: 4 d)
+    const std::int32_t* lengths = nullptr;  // as DeltaShape's
 };
+#ifdef __CUDACC__
+// The steps the recurrences take for word b (Batch: they stop at its end).
+template <class Shape>
+__device__ inline std::size_t word_steps(const Shape& s, std::size_t b) {
+    return s.lengths ? std::size_t(__ldg(s.lengths + b)) : s.T;
+}
+#endif
 // The diagonal recurrence with the conv + SiLU of its inputs fused in, as for the delta rules.
 // pre: [N][ld], its first 3 d columns [q | k | v] before the conv; conv: [3 d][K]; zdt: d columns of
 // the same rows (bias added); decay_log: [d]. Training (saved not null) keeps the state after every

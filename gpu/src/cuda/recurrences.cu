@@ -73,6 +73,19 @@ __device__ Place place(std::size_t B, std::size_t H) {
     return {group / H, group % H, int(thread % DH), valid, shared + (threadIdx.x / DH) * DH};
 }
 
+// How far a lane's group runs (Batch: the recurrences stop at a word's length): to the longest word
+// among the warp's groups, as the shuffles need every lane of the warp at every step. A group whose
+// word ends sooner runs on through padding, where zero_past_lengths then writes 0 over its outputs;
+// in the backward the padding's output gradient is 0, which leaves the state gradients at 0, so that
+// the real steps' gradients are those of a pass that stopped at the word's end.
+template <class Shape>
+__device__ std::size_t warp_steps(const Shape& s, const Place& p) {
+    unsigned most = unsigned(word_steps(s, p.b));
+#pragma unroll
+    for (int k = 16; k >= 1; k /= 2) most = max(most, __shfl_xor_sync(full_mask, most, k));
+    return most;
+}
+
 // All DH values of x across the group (lane r's x in out[r]), through this group's DH floats of
 // shared memory `slot` (16-byte aligned).
 template <int DH>
@@ -316,8 +329,8 @@ __global__ void __launch_bounds__(block_threads) delta_forward_kernel(DeltaShape
 #pragma unroll
     for (int r = 0; r < DH; ++r) S[r] = 0;
     const std::size_t n0 = p.b * s.T;
-    for (std::size_t t0 = 0; t0 < s.T; t0 += cv.chunk) {
-        const std::size_t t1 = min(s.T, t0 + cv.chunk);
+    for (std::size_t t0 = 0; t0 < warp_steps(s, p); t0 += cv.chunk) {  // to the warp's longest word
+        const std::size_t t1 = min(warp_steps(s, p), t0 + cv.chunk);
         stage_conv<KT>(cv, area, slots, column, n0, t0, t1);
         FactorInputs next = load_factor(lane, stage, zbeta, nullptr, n0 + t0, 0, 0);
         for (std::size_t t = t0; t < t1; ++t) {
@@ -377,7 +390,7 @@ __global__ void __launch_bounds__(block_threads, 3) delta_backward_kernel(DeltaS
 #pragma unroll
     for (int c = 0; c < DH; ++c) dS[c] = 0;
     const std::size_t n0 = p.b * s.T, qcol = lane.q();
-    for (std::size_t t1 = s.T; t1 > 0;) {
+    for (std::size_t t1 = warp_steps(s, p); t1 > 0;) {
         const std::size_t t0 = t1 > cv.chunk ? t1 - cv.chunk : 0;
         stage_conv<KT>(cv, area, slots, column, n0, t0, t1);
         FactorInputs next = load_factor(lane, stage, zbeta, u_saved, n0 + t1 - 1, t1 - 1 - t0, F - 1);
@@ -495,8 +508,8 @@ __global__ void __launch_bounds__(block_threads) diagonal_forward_kernel(Diagona
     for (int r = 0; r < DH; ++r) S[r] = 0;
     const float wlog = decay_log[ch];
     const std::size_t n0 = p.b * s.T;
-    for (std::size_t t0 = 0; t0 < s.T; t0 += cv.chunk) {
-        const std::size_t t1 = min(s.T, t0 + cv.chunk);
+    for (std::size_t t0 = 0; t0 < warp_steps(s, p); t0 += cv.chunk) {  // to the warp's longest word
+        const std::size_t t1 = min(warp_steps(s, p), t0 + cv.chunk);
         stage_conv<KT>(cv, area, diagonal_slots, column, n0, t0, t1);
         for (std::size_t t = t0; t < t1; ++t) {
             const std::size_t n = n0 + t, i = t - t0;
@@ -575,7 +588,7 @@ __global__ void __launch_bounds__(block_threads, 3) diagonal_backward_kernel(Dia
         return [column](int r) { return column[r * DH]; };
     };
     float S[DH];  // the state after the pair's first step, recomputed
-    for (std::size_t t1 = s.T; t1 > 0;) {
+    for (std::size_t t1 = warp_steps(s, p); t1 > 0;) {
         const std::size_t t0 = (t1 - 1) / cv.chunk * cv.chunk;  // even: the chunk's length is
         stage_conv<KT>(cv, area, diagonal_slots, column, n0, t0, t1);
         // pairs of steps c0, c0 + 1 (c0 even; the word's last may be alone), last pair first

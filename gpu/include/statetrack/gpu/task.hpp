@@ -32,7 +32,9 @@ inline std::size_t vocab_size(const Task& task) { return task.dfa.num_letters();
 
 // A batch: B words, padded at the end to T = the longest word; every array is row-major [B][T].
 // Padding tokens are 0 and carry no label. Models are causal, so padding never changes the outputs
-// at real positions; a backend may stop each row at lengths[b].
+// at real positions. Both backends stop the linear-attention recurrences (deltanet, deltaproduct,
+// mamba) of row b at lengths[b]: their outputs past it are 0 (the LSTM runs every row to T), so a
+// padded position's logits depend on its own token only. lengths may be empty: every word T long.
 struct Batch {
     std::size_t batch = 0, length = 0;  // B, T
     std::vector<std::int32_t> tokens;   // B*T letter indices
@@ -40,6 +42,12 @@ struct Batch {
     std::vector<std::int32_t> targets;  // B*T class indices, -1 where there is no label
 };
 std::size_t labelled_positions(const Batch& batch);
+// Word b's length: lengths[b], or T where lengths is empty.
+inline std::size_t word_length(const Batch& batch, std::size_t b) {
+    return batch.lengths.empty() ? batch.length : std::size_t(batch.lengths[b]);
+}
+// lengths empty or B values in 0..T, and no label past a word's end; throws InputError("batch", ...).
+void check_word_lengths(const Batch& batch);
 
 // B words with lengths uniform in `lengths` and letters uniform over the alphabet, from the stream
 // (seed, stream) of the trainer's PRNG: training step s uses stream s, so any step can be redrawn.
