@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "statetrack/automata/error.hpp"
+
 namespace statetrack::gpu {
 
 namespace {
@@ -669,6 +671,7 @@ double loss_and_gradient(const ModelConfig& config, const ParameterLayout& layou
                          const Batch& batch, Workspace<Scalar>& ws, std::span<Scalar> grads) {
     const bool backward = !grads.empty();
     const Plan p = make_plan(config, batch, backward);
+    if (batch.targets.empty()) throw InputError("batch", "targets", "a loss needs the targets");
     Scalar* w = prepare(ws, p);
     forward_pass(config, layout, params.data(), batch, p, w);
     const double loss = cross_entropy(p, batch, w + p.logits, backward ? w + p.dlogits : nullptr);

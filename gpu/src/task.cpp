@@ -21,11 +21,15 @@ std::size_t labelled_positions(const Batch& batch) {
 }
 
 void check_word_lengths(const Batch& batch) {
+    const std::size_t N = batch.batch * batch.length;
+    if (batch.tokens.size() != N || (!batch.targets.empty() && batch.targets.size() != N))
+        throw InputError("batch", "", fmt::format("tokens and targets must hold B*T = {} values ({} and {})", N,
+                                                  batch.tokens.size(), batch.targets.size()));
     if (batch.lengths.empty()) return;
     if (batch.lengths.size() != batch.batch)
         throw InputError("batch", "lengths", fmt::format("{} lengths for {} words", batch.lengths.size(), batch.batch));
     const std::size_t T = batch.length;
-    const bool targets = batch.targets.size() == batch.batch * T;  // (the backends check the size themselves)
+    const bool targets = !batch.targets.empty();
     for (std::size_t b = 0; b < batch.batch; ++b) {
         const std::int32_t len = batch.lengths[b];
         if (len < 0 || std::size_t(len) > T)

@@ -232,6 +232,16 @@ TEST(Forward, BadWordLengthsAreRejected) {
     Batch none = batch;  // no lengths: every word T long
     none.lengths.clear();
     EXPECT_NO_THROW(forward<double>(c, layout, w, none, ws));
+    Batch short_targets = batch;
+    short_targets.targets.pop_back();
+    EXPECT_THROW(loss_and_gradient<double>(c, layout, w, short_targets, ws, {}), InputError);
+    Batch no_targets = batch;  // a forward pass needs none, a loss does
+    no_targets.targets.clear();
+    EXPECT_NO_THROW(forward<double>(c, layout, w, no_targets, ws));
+    EXPECT_THROW(loss_and_gradient<double>(c, layout, w, no_targets, ws, {}), InputError);
+    Batch short_tokens = batch;
+    short_tokens.tokens.pop_back();
+    EXPECT_THROW(forward<double>(c, layout, w, short_tokens, ws), InputError);
 }
 
 TEST(Forward, TrainingAndInferenceModesAgree) {

@@ -130,7 +130,9 @@ struct DeltaShape {
 // The delta rules with their inputs' short causal conv + SiLU fused in. pre: [N][ld], its first d +
 // 2 F d columns the projections [q | k (factor j, head h at (j H + h) dh) | v] before the conv;
 // conv: their taps [d + 2 F d][K]; zbeta: F H columns of the same rows; o: [N][d]. Training (u,
-// final not null) keeps u = v - S^T k per factor ([N][F d]) and the last state per (b, h).
+// final not null) keeps u = v - S^T k per factor ([N][F d]) and the state per (b, h) after the
+// kernel's last step (the warp's longest word, or T where the chunked kernels run): the backward
+// starts from it.
 void delta_forward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
                    float* final, cudaStream_t stream);
 // The same forward in chunks of 16 steps on the FP64 tensor cores (delta_chunked.cu), for one factor

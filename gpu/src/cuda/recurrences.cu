@@ -228,7 +228,7 @@ __device__ void stage_conv(const Conv& cv, const ConvAreas<KT>& a, std::size_t s
 }
 
 // After the reverse pass over rows t0 .. t1 - 1 the stage holds g_t, the gradients of the conv sums,
-// and the carry those of rows t1 .. t1 + KT - 2 (zero past the word). Writes dpre_t = sum_i
+// and the carry those of rows t1 .. t1 + KT - 2 (zero past the kernel's last step). Writes dpre_t = sum_i
 // w[KT-1-i] g_{t+i} (valid lanes), adds g_t pre_{t-KT+1+j} to tap j's gradient, and leaves in the
 // carry the gradients of rows t0 .. t0 + KT - 2 for the chunk before.
 template <int KT, class Column>

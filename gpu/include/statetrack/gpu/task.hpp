@@ -46,7 +46,8 @@ std::size_t labelled_positions(const Batch& batch);
 inline std::size_t word_length(const Batch& batch, std::size_t b) {
     return batch.lengths.empty() ? batch.length : std::size_t(batch.lengths[b]);
 }
-// lengths empty or B values in 0..T, and no label past a word's end; throws InputError("batch", ...).
+// tokens B*T values, targets B*T or none, lengths empty or B values in 0..T, and no label past a
+// word's end; throws InputError("batch", ...). Both backends call it on every batch.
 void check_word_lengths(const Batch& batch);
 
 // B words with lengths uniform in `lengths` and letters uniform over the alphabet, from the stream
