@@ -56,7 +56,7 @@ struct Plan {
 
 Plan make_plan(const ModelConfig& c, const Batch& batch, bool training) {
     Plan p;
-    check_word_lengths(batch);
+    check_batch(batch);
     p.B = batch.batch, p.T = batch.length, p.N = p.B * p.T;
     for (std::size_t b = 0; b < p.B; ++b) p.lengths.push_back(word_length(batch, b));
     p.d = c.d_model, p.H = c.heads, p.dh = c.head_dim(), p.F = c.factors, p.m = c.mlp_width(), p.C = c.classes;

@@ -20,7 +20,7 @@ std::size_t labelled_positions(const Batch& batch) {
     return n;
 }
 
-void check_word_lengths(const Batch& batch) {
+void check_batch(const Batch& batch) {
     const std::size_t N = batch.batch * batch.length;
     if (batch.tokens.size() != N || (!batch.targets.empty() && batch.targets.size() != N))
         throw InputError("batch", "", fmt::format("tokens and targets must hold B*T = {} values ({} and {})", N,

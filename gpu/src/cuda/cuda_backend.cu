@@ -541,12 +541,12 @@ void backward_pass(CudaSession& session, const Plan& p) {
                 zero_past_lengths(dpre, p.proj, p.proj, p.B, p.T, lengths, st);  // [dq | dk | dv | dz]: Batch
                 column_sums(dz, p.proj, G + sl.bdt, N, d, region(column_sums_partials(N, d)), st);
             } else {
-                delta_backward(delta_shape(p, c, session.options.chunked, lengths), ws + a.pre, W + sl.conv_q, zg, ws + a.saved, ws + a.final, dO, dpre,
-                               G + sl.conv_q, dz, region(delta_backward_partials(delta_shape(p, c))), st);
+                const DeltaShape shape = delta_shape(p, c, session.options.chunked, lengths);
+                delta_backward(shape, ws + a.pre, W + sl.conv_q, zg, ws + a.saved, ws + a.final, dO, dpre, G + sl.conv_q,
+                               dz, region(delta_backward_partials(shape)), st);
                 // [dq | dk | dv | dz] past each word: the chunked kernels run to T and write the padding's
                 // gradients, exact zeros (its output gradient is 0); the step kernels stop (Batch)
-                if (!delta_runs_in_chunks(delta_shape(p, c, session.options.chunked)))
-                    zero_past_lengths(dpre, p.proj, p.proj, p.B, p.T, lengths, st);
+                if (!delta_runs_in_chunks(shape)) zero_past_lengths(dpre, p.proj, p.proj, p.B, p.T, lengths, st);
             }
             // one product each for the four projections (wq .. the gate adjacent, as in the forward)
             blas.input_grad(dpre, p.proj, W + sl.wq, dxn, d, N, d, p.proj, false);
@@ -599,9 +599,8 @@ void poison(const CudaSession& session) {
 void check_batch_shape(const Batch& batch) {
     const std::size_t N = batch.batch * batch.length;
     if (N == 0) throw InputError("batch", "", "empty batch");
-    if (batch.tokens.size() != N || batch.targets.size() != N)
-        throw InputError("batch", "", "tokens and targets must hold B*T values");
-    check_word_lengths(batch);
+    if (batch.targets.empty()) throw InputError("batch", "targets", "the CUDA backend needs the targets");
+    check_batch(batch);
 }
 
 // Stages the batch in pinned memory (the copy to the device is enqueued by enqueue_upload, inside a

@@ -48,7 +48,7 @@ inline std::size_t word_length(const Batch& batch, std::size_t b) {
 }
 // tokens B*T values, targets B*T or none, lengths empty or B values in 0..T, and no label past a
 // word's end; throws InputError("batch", ...). Both backends call it on every batch.
-void check_word_lengths(const Batch& batch);
+void check_batch(const Batch& batch);
 
 // B words with lengths uniform in `lengths` and letters uniform over the alphabet, from the stream
 // (seed, stream) of the trainer's PRNG: training step s uses stream s, so any step can be redrawn.
