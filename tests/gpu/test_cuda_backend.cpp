@@ -487,6 +487,24 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceWithManyLetters) {
     expect_fp32_match(compare(c, c, MatmulPrecision::fp32, 520, 16, 20));
 }
 
+// The head of a training step runs as one kernel (head_step) for up to 8 classes and rows of up to
+// 128 columns, and as separate kernels and products otherwise: 2 and 6 classes take two of its
+// three instances (the other tests have 3 classes: the third), 12 classes and d_model 256 the
+// separate path.
+TEST(CudaBackend, Fp32MatchesCpuReferenceForEveryHead) {
+    SKIP_WITHOUT_GPU();
+    struct Head {
+        std::size_t classes, d;
+    };
+    for (const Head h : {Head{2, 32}, Head{6, 32}, Head{12, 32}, Head{5, 256}}) {
+        auto c = config_for("deltanet", EigRange::signed_unit, h.d, h.d / 16);
+        c.classes = h.classes;
+        validate(c);
+        SCOPED_TRACE(std::to_string(h.classes) + " classes, d " + std::to_string(h.d));
+        expect_fp32_match(compare(c, c, MatmulPrecision::fp32, 530 + h.classes, 6, 12));
+    }
+}
+
 // The comparison must be able to fail: the other eigenvalue range (beta doubled, or 2a - 1) on
 // the device gives a different function and different gradients.
 TEST(CudaBackend, ComparisonCatchesAWrongModel) {

@@ -48,6 +48,9 @@ struct Plan {
     std::size_t B, T, N, d, H, dh, F, m, C, K, qkv, gw;
     std::size_t proj;  // qkv + gw: the mixer's projections and gate logits, one product's row
     bool training;
+    // A training step's final norm, head and loss in one kernel (head_step, where it fits): no xnf,
+    // rf, logits or dlogits then.
+    bool head_fused;
     bool mlp16;  // --matmul bf16: xn2, gu, hm and their gradients hold bf16 (in their float slots)
     std::vector<std::size_t> x;
     std::vector<LayerActs> layers;
@@ -71,8 +74,14 @@ DiagonalShape diagonal_shape(const Plan& p, const ModelConfig& c, const std::int
 
 // A region of the partial-sums scratch: whole 256-byte blocks, so that every region stays aligned.
 std::size_t partials_region(std::size_t floats) { return (floats + 63) / 64 * 64; }
+// The embedding gradient's partial sums: inside the first layer's norm backward where it fits.
+std::size_t embed_partials(const Plan& p, const ModelConfig& c) {
+    return rmsnorm_backward_embeds(p.N, p.d, c.vocab) ? rmsnorm_backward_embed_partials(p.N, p.d, c.vocab)
+                                                       : embed_backward_partials(p.N, p.d, c.vocab);
+}
 // The scratch of every sum of the backward pass (each has a region of its own: they are added at
-// its end, kernels.cuh), in the order it takes them: the head's bias, the final norm, per layer the
+// its end, kernels.cuh), in the order it takes them: the head's bias and the final norm (or
+// head_step's three), per layer the
 // MLP's norm, the mixer's sums and the layer's first norm, then the embedding.
 std::size_t backward_partials(const Plan& p, const ModelConfig& c) {
     const std::size_t N = p.N, d = p.d, norm = partials_region(rmsnorm_backward_partials(N, d));
@@ -82,8 +91,9 @@ std::size_t backward_partials(const Plan& p, const ModelConfig& c) {
         mixer = norm + partials_region(diagonal_backward_partials(diagonal_shape(p, c))) +
                 partials_region(column_sums_partials(N, d));
     else mixer = norm + partials_region(delta_backward_partials(delta_shape(p, c)));
-    return partials_region(column_sums_partials(N, p.C)) + norm + c.layers * (2 * norm + mixer) +
-           partials_region(embed_backward_partials(N, d, c.vocab));
+    const std::size_t head = p.head_fused ? partials_region(head_step_partials(N, d, p.C))
+                                          : partials_region(column_sums_partials(N, p.C)) + norm;
+    return head + c.layers * (2 * norm + mixer) + partials_region(embed_partials(p, c));
 }
 
 Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training, bool mlp16) {
@@ -95,6 +105,7 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
     p.gw = c.mixer == Mixer::mamba ? p.d : p.F * p.H;
     p.proj = p.qkv + p.gw;
     p.training = training;
+    p.head_fused = training && head_step_fits(p.d, p.C);
     auto take = [&](std::size_t count) {
         const std::size_t at = p.total;
         p.total += (count + 63) / 64 * 64;  // 256-byte alignment of every array
@@ -121,10 +132,11 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
         p.layers.push_back(a);
         p.x.push_back(take(N * d));
     }
-    p.xnf = take(N * d), p.rf = take(N), p.logits = take(N * p.C);
+    if (!p.head_fused) p.xnf = take(N * d), p.rf = take(N), p.logits = take(N * p.C);
     if (training) {
         const std::size_t wide = std::max({p.proj, 2 * p.m, 4 * d});
-        p.dlogits = take(N * p.C), p.dx = take(N * d), p.dxn = take(N * d);
+        if (!p.head_fused) p.dlogits = take(N * p.C);
+        p.dx = take(N * d), p.dxn = take(N * d);
         p.s1 = take(N * wide), p.s2 = take(N * wide);
         if (!lstm) p.dO = take(N * d);
         p.dh_next = take(B * d), p.dc_next = take(B * d);
@@ -132,7 +144,9 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
     }
     // The fixed-order sums' scratch: the loss and the gradient norm use its start (one after the
     // other, and not while the backward's sums are pending); each sum of the backward has a region.
-    p.partials = take(std::max(step_results_partials(), training ? backward_partials(p, c) : 0));
+    // head_step computes the loss among the backward's sums: its doubles follow their regions.
+    p.partials = take(std::max(step_results_partials(),
+                               training ? backward_partials(p, c) + (p.head_fused ? step_results_partials() : 0) : 0));
     p.lengths = take(B);  // last: the arrays before keep the offsets they had without it
     return p;
 }
@@ -397,6 +411,7 @@ void forward_pass(CudaSession& session, const Plan& p) {
             blas.forward_residual(ws + a.hm, p.m, W + sl.wdown, ws + a.x_mid, ws + p.x[l + 1], N, p.m, d);
         }
     }
+    if (p.head_fused) return;  // the backward pass's head_step takes it from here
     rmsnorm_forward(ws + p.x[c.layers], W + L.norm_f, ws + p.xnf, ws + p.rf, N, d, d, st);
     blas.forward(ws + p.xnf, d, W + L.head, ws + p.logits, p.C, N, d, p.C);
     add_bias(ws + p.logits, p.C, W + L.head_bias, N, p.C, st);
@@ -456,9 +471,6 @@ void backward_pass(CudaSession& session, const Plan& p) {
     float* dxn = ws + p.dxn;
     SideProducts side{s};
     STATETRACK_CUDA(cudaMemsetAsync(G, 0, session.layout.total * sizeof(float), st));
-    // head and final norm
-    blas.input_grad(ws + p.dlogits, p.C, W + L.head, dxn, d, N, d, p.C, false);
-    side.weight_grad(ws + p.xnf, d, ws + p.dlogits, p.C, G + L.head, N, d, p.C);
     // Each sum of this pass writes its partial sums to a region of its own and is added at the end,
     // in one launch (kernels.cuh, Partials); the regions in the order backward_partials lists them.
     std::vector<PartialSum> sums;
@@ -471,10 +483,20 @@ void backward_pass(CudaSession& session, const Plan& p) {
         return r;
     };
     const std::size_t norm_partials = rmsnorm_backward_partials(N, d);
-    column_sums(ws + p.dlogits, p.C, G + L.head_bias, N, p.C, region(column_sums_partials(N, p.C)), st);
     bf16* dx16 = p.mlp16 ? as16(ws + p.dx16) : nullptr;  // dx in bf16 for the MLP's products
-    rmsnorm_backward(ws + p.x[c.layers], W + L.norm_f, ws + p.rf, dxn, dx, G + L.norm_f, N, d, d, false,
-                     region(norm_partials), st, dx16);
+    // head and final norm
+    if (p.head_fused) {
+        head_step(ws + p.x[c.layers], W + L.norm_f, W + L.head, W + L.head_bias,
+                  reinterpret_cast<const std::int32_t*>(ws + p.targets), s.params_device, s.results_device, dx, dx16,
+                  G + L.head, G + L.head_bias, G + L.norm_f, N, d, p.C, region(head_step_partials(N, d, p.C)),
+                  reinterpret_cast<double*>(regions_end), st);
+    } else {
+        blas.input_grad(ws + p.dlogits, p.C, W + L.head, dxn, d, N, d, p.C, false);
+        side.weight_grad(ws + p.xnf, d, ws + p.dlogits, p.C, G + L.head, N, d, p.C);
+        column_sums(ws + p.dlogits, p.C, G + L.head_bias, N, p.C, region(column_sums_partials(N, p.C)), st);
+        rmsnorm_backward(ws + p.x[c.layers], W + L.norm_f, ws + p.rf, dxn, dx, G + L.norm_f, N, d, d, false,
+                         region(norm_partials), st, dx16);
+    }
     // the last side product of the layer above (the projections'): it reads s1 ([dpre | dz])
     cudaEvent_t wq_done = nullptr;
     for (std::size_t l = c.layers; l-- > 0;) {
@@ -552,13 +574,20 @@ void backward_pass(CudaSession& session, const Plan& p) {
             blas.input_grad(dpre, p.proj, W + sl.wq, dxn, d, N, d, p.proj, false);
             wq_done = side.weight_grad(ws + a.xn1, d, dpre, p.proj, G + sl.wq, N, d, p.proj);
         }
-        // the dx of the layer below (its MLP's operand); the first layer's goes to the embedding only
+        // the dx of the layer below (its MLP's operand); the first layer's goes to the embedding only,
+        // summed per letter inside the norm's backward where the letters' tables fit
         side.join(wo_done);  // dx (and dx16) are written next
-        rmsnorm_backward(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, N, d, d, true,
-                         region(norm_partials), st, l > 0 ? dx16 : nullptr);
+        const auto* tokens = reinterpret_cast<const std::int32_t*>(ws + p.tokens);
+        if (l == 0 && rmsnorm_backward_embeds(N, d, c.vocab)) {
+            const Partials gain = region(norm_partials);
+            rmsnorm_backward_into_embedding(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, tokens,
+                                            G + L.embed, N, d, c.vocab, true, gain, region(embed_partials(p, c)), st);
+        } else {
+            rmsnorm_backward(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, N, d, d, true,
+                             region(norm_partials), st, l > 0 ? dx16 : nullptr);
+            if (l == 0) embed_backward(tokens, dx, G + L.embed, N, d, c.vocab, region(embed_partials(p, c)), st);
+        }
     }
-    embed_backward(reinterpret_cast<const std::int32_t*>(ws + p.tokens), dx, G + L.embed, N, d, c.vocab,
-                   region(embed_backward_partials(N, d, c.vocab)), st);
     add_partial_sums(sums, st);
     side.finish();
 }
@@ -647,8 +676,9 @@ void enqueue_loss_and_gradient(CudaSession& session, const Plan& p) {
     CudaSessionState& s = *session.state;
     enqueue_upload(s, p);
     forward_pass(session, p);
-    cross_entropy(s.work + p.logits, reinterpret_cast<const std::int32_t*>(s.work + p.targets), s.work + p.dlogits,
-                  s.params_device, s.results_device, p.N, p.C, s.work + p.partials, s.stream);
+    if (!p.head_fused)
+        cross_entropy(s.work + p.logits, reinterpret_cast<const std::int32_t*>(s.work + p.targets),
+                      s.work + p.dlogits, s.params_device, s.results_device, p.N, p.C, s.work + p.partials, s.stream);
     backward_pass(session, p);
     gradient_square_sum(s.grads, s.results_device, session.layout.total, s.work + p.partials, s.stream);
 }

@@ -226,14 +226,29 @@ __global__ void rmsnorm_forward_rows_kernel(const float* __restrict__ x, const f
 // rows in registers and shared memory into the block's partial sums (the separate column-sum
 // kernel read x and dy a second time). One wave of blocks (as many as fit at once), warps striding
 // over the rows: no tail wave, and few partial sums.
+// With e.tokens (the first layer's norm, whose dx only the embedding reads), dx is not written: each
+// row's is added to its letter's row of the warp's table in shared memory, and the block's tables
+// become its partial sums of the embedding's gradient (embed_backward read dx back: 29 / 84 us at
+// T = 40 / 256, ncu, H100).
+struct EmbedRows {
+    const std::int32_t* tokens;  // null: write dx
+    float* partials;             // [blocks][vocab][width]
+    unsigned vocab;
+};
 template <int CH>
 __global__ void __launch_bounds__(row_warps * 32, norm_blocks_per_sm)
     rmsnorm_backward_rows_kernel(const float* __restrict__ x, const float* __restrict__ g,
                                  const float* __restrict__ rinv, const float* __restrict__ dy, float* __restrict__ dx,
                                  bf16* __restrict__ dx16, float* __restrict__ partials, unsigned rows, RowShape s,
-                                 bool accumulate) {
+                                 bool accumulate, const EmbedRows e) {
     __shared__ float4 partial[row_warps][32 * CH];
+    extern __shared__ float4 table[];  // e.tokens: [row_warps][vocab][quads]
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float4* mine = table + std::size_t(warp) * e.vocab * s.quads;
+    if (e.tokens) {
+        for (unsigned i = lane; i < e.vocab * s.quads; i += 32) mine[i] = make_float4(0, 0, 0, 0);
+        __syncwarp();
+    }
     float4 gain[CH], acc[CH];
 #pragma unroll
     for (int k = 0; k < CH; ++k) {
@@ -271,8 +286,13 @@ __global__ void __launch_bounds__(row_warps * 32, norm_blocks_per_sm)
                 const float4 old = load4(dx + at + 4 * i);
                 out = make_float4(old.x + out.x, old.y + out.y, old.z + out.z, old.w + out.w);
             }
-            store4(dx + at + 4 * i, out);
-            if (dx16) store4(dx16 + at + 4 * i, out);
+            if (e.tokens) {  // each lane its own columns of the letter's row: no two lanes add to one
+                float4& t = mine[std::size_t(e.tokens[row]) * s.quads + i];
+                t = make_float4(t.x + out.x, t.y + out.y, t.z + out.z, t.w + out.w);
+            } else {
+                store4(dx + at + 4 * i, out);
+                if (dx16) store4(dx16 + at + 4 * i, out);
+            }
             acc[k].x += dk.x * xk.x * rk, acc[k].y += dk.y * xk.y * rk;
             acc[k].z += dk.z * xk.z * rk, acc[k].w += dk.w * xk.w * rk;
         }
@@ -288,6 +308,15 @@ __global__ void __launch_bounds__(row_warps * 32, norm_blocks_per_sm)
         }
         store4(partials + (std::size_t(blockIdx.x) * s.quads + i) * 4, sum);
     }
+    if (e.tokens)  // the warps' tables added in order (the __syncthreads above covers them)
+        for (unsigned i = threadIdx.x; i < e.vocab * s.quads; i += blockDim.x) {
+            float4 sum = table[i];
+            for (int w = 1; w < row_warps; ++w) {
+                const float4 p = table[std::size_t(w) * e.vocab * s.quads + i];
+                sum.x += p.x, sum.y += p.y, sum.z += p.z, sum.w += p.w;
+            }
+            store4(e.partials + (std::size_t(blockIdx.x) * e.vocab * s.quads + i) * 4, sum);
+        }
 }
 
 // The general layouts (a width or group that is not a multiple of 4, as an LSTM's odd d_model,
@@ -467,6 +496,170 @@ __global__ void cross_entropy_kernel(const float* logits, const std::int32_t* ta
     if (threadIdx.x == 0) partials[blockIdx.x] = loss, partials[gridDim.x + blockIdx.x] = correct;
 }
 
+// ---- The head of a training step in one pass over the rows: the final RMSNorm, the logits, the
+// cross-entropy and their backward, for up to NC classes and rows of up to 128 columns (d_model
+// 128: one float4 per lane). Separately these were seven kernels and three cuBLAS products that
+// wrote and read back xn, the logits, their gradient and dxn: ~120 / ~470 us at T = 40 / 256 (ncu,
+// H100). Each formula is the separate kernel's, in its order (rmsnorm_forward_rows_kernel,
+// cross_entropy_rows, rmsnorm_backward_rows_kernel); the products over the classes are warp sums
+// here where cuBLAS summed in its own order. ----
+struct HeadStep {
+    const float *x, *g, *w, *bias;  // x: [rows][d], the last layer's output; w: [classes][d]
+    const std::int32_t* targets;
+    const StepParams* params;
+    float* dx;                          // [rows][d]: the gradient of x, overwritten
+    bf16* dx16;                         // optional bf16 copy of dx (--matmul bf16)
+    float *part_w, *part_bias, *part_g;  // per block: [classes][d], [classes], [d]
+    double* part_loss;                  // per block: the loss, then (gridDim.x on) the correct count
+    unsigned rows, quads, classes;
+};
+constexpr unsigned head_rows_most = 128, head_classes_most = 8, head_blocks_per_sm = 2;
+
+// v[k] = the warp's sum of v[k] for every k, the M butterflies interleaved (independent shuffles in
+// flight together; one after the other they are a chain of 5 M latencies).
+template <int M>
+__device__ void warp_sums(float (&v)[M]) {
+#pragma unroll
+    for (int s = 16; s >= 1; s /= 2)
+#pragma unroll
+        for (int k = 0; k < M; ++k) v[k] += __shfl_xor_sync(full_mask, v[k], s);
+}
+
+// A warp takes R consecutive rows at a time (R loads and R chains of sums in flight: one row at a
+// time, the kernel waited on each row's chain of shuffles, 244 us at T = 256, 1 TB/s). The gradient
+// of w is summed in the warp's slots of shared memory, which leaves registers for the R rows.
+template <int NC, int R>
+__global__ void __launch_bounds__(row_warps * 32, head_blocks_per_sm) head_step_kernel(const HeadStep a) {
+    __shared__ float4 red_w[row_warps][NC][32];
+    __shared__ float4 red_g[row_warps][32];
+    __shared__ float red_bias[row_warps][NC];
+    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, d = 4 * a.quads;
+    const bool in = lane < a.quads;
+    const float n = float(d), count = a.params->count;
+    const float4 zero = make_float4(0, 0, 0, 0);
+    const float4 gk = in ? load4_unaligned(a.g + 4 * lane) : zero;
+    float4 wk[NC];
+    float acc_bias[NC];
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+        wk[c] = in && unsigned(c) < a.classes ? load4_unaligned(a.w + std::size_t(c) * d + 4 * lane) : zero;
+        red_w[warp][c][lane] = zero, acc_bias[c] = 0;
+    }
+    float4 acc_g = zero;
+    double loss = 0, correct = 0;
+    const std::size_t stride = std::size_t(gridDim.x) * row_warps * R;
+    for (std::size_t row0 = (std::size_t(blockIdx.x) * row_warps + warp) * R; row0 < a.rows; row0 += stride) {
+        int target[R];
+        float4 xk[R];
+        float ss[R], v[R * NC];  // the rows' sums of squares, then their logits' sums
+#pragma unroll
+        for (int k = 0; k < R; ++k) {
+            const std::size_t row = row0 + k;
+            target[k] = row < a.rows ? a.targets[row] : -1;  // negative: unlabelled, no loss, a zero gradient
+            xk[k] = in && target[k] >= 0 ? load4(a.x + row * d + 4 * lane) : zero;
+            ss[k] = xk[k].x * xk[k].x + xk[k].y * xk[k].y + xk[k].z * xk[k].z + xk[k].w * xk[k].w;
+        }
+        warp_sums(ss);
+        float r[R];
+        float4 xn[R];
+#pragma unroll
+        for (int k = 0; k < R; ++k) {
+            r[k] = 1.0f / sqrtf(ss[k] / n + norm_eps);
+            xn[k] = make_float4(gk.x * xk[k].x * r[k], gk.y * xk[k].y * r[k], gk.z * xk[k].z * r[k], gk.w * xk[k].w * r[k]);
+        }
+#pragma unroll
+        for (int k = 0; k < R; ++k)
+#pragma unroll
+            for (int c = 0; c < NC; ++c)
+                v[k * NC + c] = xn[k].x * wk[c].x + xn[k].y * wk[c].y + xn[k].z * wk[c].z + xn[k].w * wk[c].w;
+        warp_sums(v);
+        float dot[R];
+        float4 dxn[R];
+#pragma unroll
+        for (int k = 0; k < R; ++k) {
+            float z[NC];
+#pragma unroll
+            for (int c = 0; c < NC; ++c) z[c] = v[k * NC + c] + (unsigned(c) < a.classes ? a.bias[c] : 0.0f);
+            // the maximum and its first index, as std::max_element on the CPU
+            float zmax = -INFINITY, sum = 0;
+            unsigned first = a.classes;
+#pragma unroll
+            for (int c = 0; c < NC; ++c)
+                if (unsigned(c) < a.classes && (z[c] > zmax || first == a.classes)) zmax = z[c], first = unsigned(c);
+#pragma unroll
+            for (int c = 0; c < NC; ++c)
+                if (unsigned(c) < a.classes) sum += expf(z[c] - zmax);
+            const bool labelled = target[k] >= 0;
+            float z_target = 0;  // z[target[k]] by selects: an indexed register array would live in memory
+#pragma unroll
+            for (int c = 0; c < NC; ++c) z_target = c == target[k] ? z[c] : z_target;
+            if (labelled && lane == 0)
+                loss += double(logf(sum) + zmax - z_target), correct += first == unsigned(target[k]) ? 1.0 : 0.0;
+            dxn[k] = zero;
+#pragma unroll
+            for (int c = 0; c < NC; ++c) {
+                float p = labelled && unsigned(c) < a.classes ? expf(z[c] - zmax) / sum / count : 0.0f;
+                if (c == target[k]) p -= 1.0f / count;
+                dxn[k].x += p * wk[c].x, dxn[k].y += p * wk[c].y, dxn[k].z += p * wk[c].z, dxn[k].w += p * wk[c].w;
+                if (labelled) {
+                    float4& acc = red_w[warp][c][lane];
+                    acc.x += p * xn[k].x, acc.y += p * xn[k].y, acc.z += p * xn[k].z, acc.w += p * xn[k].w;
+                    acc_bias[c] += p;
+                }
+            }
+            dot[k] = gk.x * dxn[k].x * xk[k].x + gk.y * dxn[k].y * xk[k].y + gk.z * dxn[k].z * xk[k].z +
+                     gk.w * dxn[k].w * xk[k].w;
+        }
+        warp_sums(dot);
+#pragma unroll
+        for (int k = 0; k < R; ++k) {
+            const std::size_t row = row0 + k;
+            if (row >= a.rows || !in) continue;
+            const float rk = r[k];
+            const float4 x4 = xk[k], g4 = dxn[k];
+            const float4 out = target[k] < 0 ? zero
+                                             : make_float4(rk * gk.x * g4.x - x4.x * rk * rk * rk * dot[k] / n,
+                                                           rk * gk.y * g4.y - x4.y * rk * rk * rk * dot[k] / n,
+                                                           rk * gk.z * g4.z - x4.z * rk * rk * rk * dot[k] / n,
+                                                           rk * gk.w * g4.w - x4.w * rk * rk * rk * dot[k] / n);
+            store4(a.dx + row * d + 4 * lane, out);
+            if (a.dx16) store4(a.dx16 + row * d + 4 * lane, out);
+            if (target[k] >= 0) {
+                acc_g.x += g4.x * x4.x * rk, acc_g.y += g4.y * x4.y * rk;
+                acc_g.z += g4.z * x4.z * rk, acc_g.w += g4.w * x4.w * rk;
+            }
+        }
+    }
+    // the block's sums, its warps added in order
+    red_g[warp][lane] = acc_g;
+    if (lane == 0)  // every lane holds the same sums
+#pragma unroll
+        for (int c = 0; c < NC; ++c) red_bias[warp][c] = acc_bias[c];
+    __syncthreads();
+    const unsigned t = threadIdx.x;
+    auto add4 = [](float4 s, float4 p) { return make_float4(s.x + p.x, s.y + p.y, s.z + p.z, s.w + p.w); };
+    if (t < a.classes * a.quads) {
+        const unsigned c = t / a.quads, i = t % a.quads;
+        float4 s = red_w[0][c][i];
+        for (int w = 1; w < row_warps; ++w) s = add4(s, red_w[w][c][i]);
+        store4(a.part_w + (std::size_t(blockIdx.x) * a.classes + c) * d + 4 * i, s);
+    }
+    if (t < a.quads) {
+        float4 s = red_g[0][t];
+        for (int w = 1; w < row_warps; ++w) s = add4(s, red_g[w][t]);
+        store4(a.part_g + std::size_t(blockIdx.x) * d + 4 * t, s);
+    }
+    if (t < a.classes) {
+        float s = red_bias[0][t];
+        for (int w = 1; w < row_warps; ++w) s += red_bias[w][t];
+        a.part_bias[std::size_t(blockIdx.x) * a.classes + t] = s;
+    }
+    loss = block_sum(loss);
+    __syncthreads();  // block_sum's shared partials are reused
+    correct = block_sum(correct);
+    if (threadIdx.x == 0) a.part_loss[blockIdx.x] = loss, a.part_loss[gridDim.x + blockIdx.x] = correct;
+}
+
 __global__ void square_sum_kernel(const float* g, double* partials, std::size_t count) {
     double acc = 0;
     for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += std::size_t(gridDim.x) * blockDim.x)
@@ -556,14 +749,18 @@ constexpr std::size_t embed_chunk = 128;
 std::size_t embed_slice(std::size_t d, std::size_t vocab) {
     return std::min(vocab, std::max<std::size_t>(1, 32 * 1024 / sizeof(float) / d));
 }
-unsigned persistent_blocks() {
-    static const unsigned blocks = [] {
-        int device = 0, sms = 0;
+// The SMs of the first device asked (no occupancy query, which could load a module during graph capture).
+unsigned sm_count() {
+    static const unsigned sms = [] {
+        int device = 0, count = 0;
         cudaGetDevice(&device);
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-        return unsigned(std::max(1, sms) * 4);
+        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+        return unsigned(std::max(1, count));
     }();
-    return blocks;
+    return sms;
+}
+unsigned persistent_blocks() {
+    return sm_count() * 4;
 }
 
 }  // namespace
@@ -619,13 +816,7 @@ void embed_backward(const std::int32_t* tokens, const float* dx, float* dtable, 
 // Blocks of the RMSNorm backward that the device holds at once (its launch bounds guarantee
 // norm_blocks_per_sm; no occupancy query, which could load a module during graph capture).
 unsigned norm_backward_blocks() {
-    static const unsigned blocks = [] {
-        int device = 0, sms = 0;
-        cudaGetDevice(&device);
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-        return unsigned(std::max(1, sms) * norm_blocks_per_sm);
-    }();
-    return blocks;
+    return sm_count() * norm_blocks_per_sm;
 }
 
 bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
@@ -690,7 +881,7 @@ void rmsnorm_backward(const float* x, const float* g, const float* rinv, const f
         with_chunks(chunks, [&](auto ch) {
             constexpr int CH = decltype(ch)::value;
             rmsnorm_backward_rows_kernel<CH><<<blocks, row_warps * 32, 0, stream>>>(
-                x, g, rinv, dy, dx, dx16, partials.scratch, unsigned(rows), shape, accumulate);
+                x, g, rinv, dy, dx, dx16, partials.scratch, unsigned(rows), shape, accumulate, EmbedRows{});
         });
         launched("rmsnorm_backward");
         partials.sums->push_back({partials.scratch, blocks, width, dg});
@@ -705,6 +896,47 @@ void rmsnorm_backward(const float* x, const float* g, const float* rinv, const f
                                                              gain.rows_each);
     launched("rmsnorm_gain");
     partials.sums->push_back({partials.scratch, gain.count, width, dg});
+}
+
+namespace {
+// The shared memory of the first layer's norm backward with the embedding's gradient, or 0 where it
+// does not fit (the general layouts, or the warps' tables over 48 KiB with the static arrays).
+std::size_t embed_rows_bytes(std::size_t rows, std::size_t width, std::size_t vocab) {
+    RowShape shape{};
+    unsigned chunks = 0;
+    if (vocab == 0 || !vector_rows(rows, width, width, {}, shape, chunks)) return 0;
+    const std::size_t table = std::size_t(row_warps) * vocab * shape.quads * sizeof(float4);
+    const std::size_t fixed = std::size_t(row_warps) * 32 * chunks * sizeof(float4);
+    return table + fixed <= 48 * 1024 ? table : 0;
+}
+}  // namespace
+
+bool rmsnorm_backward_embeds(std::size_t rows, std::size_t width, std::size_t vocab) {
+    return embed_rows_bytes(rows, width, vocab) > 0;
+}
+std::size_t rmsnorm_backward_embed_partials(std::size_t rows, std::size_t width, std::size_t vocab) {
+    return std::size_t(std::min(norm_backward_blocks(), unsigned((rows + row_warps - 1) / row_warps))) * vocab * width;
+}
+void rmsnorm_backward_into_embedding(const float* x, const float* g, const float* rinv, const float* dy, const float* dx,
+                                     float* dg, const std::int32_t* tokens, float* dtable, std::size_t rows,
+                                     std::size_t width, std::size_t vocab, bool accumulate, const Partials& partials,
+                                     const Partials& embed_partials, cudaStream_t stream) {
+    RowShape shape{};
+    unsigned chunks = 0;
+    const std::size_t bytes = embed_rows_bytes(rows, width, vocab);
+    if (!bytes || !aligned16(partials.scratch) || !aligned16(embed_partials.scratch) ||
+        !vector_rows(rows, width, width, {x, dy, dx}, shape, chunks))
+        throw std::invalid_argument("rmsnorm_backward_into_embedding: not where rmsnorm_backward_embeds");
+    const unsigned blocks = std::min(norm_backward_blocks(), unsigned((rows + row_warps - 1) / row_warps));
+    const EmbedRows e{tokens, embed_partials.scratch, unsigned(vocab)};
+    with_chunks(chunks, [&](auto ch) {
+        constexpr int CH = decltype(ch)::value;
+        rmsnorm_backward_rows_kernel<CH><<<blocks, row_warps * 32, bytes, stream>>>(
+            x, g, rinv, dy, const_cast<float*>(dx), nullptr, partials.scratch, unsigned(rows), shape, accumulate, e);
+    });
+    launched("rmsnorm_backward_into_embedding");
+    partials.sums->push_back({partials.scratch, blocks, width, dg});
+    embed_partials.sums->push_back({embed_partials.scratch, blocks, vocab * width, dtable});
 }
 
 void zero_past_lengths(float* a, std::size_t ld, std::size_t cols, std::size_t B, std::size_t T,
@@ -788,6 +1020,55 @@ void cross_entropy(const float* logits, const std::int32_t* targets, float* dlog
     launched("cross_entropy");
     add_double_sum(parts, blocks, &results->loss_sum, stream);
     add_double_sum(parts + blocks, blocks, &results->correct, stream);
+}
+
+namespace {
+// Blocks of head_step: one wave (its launch bounds guarantee head_blocks_per_sm), rows striding.
+unsigned head_step_blocks(std::size_t rows) {
+    const std::size_t most = sm_count() * head_blocks_per_sm;
+    return unsigned(std::max<std::size_t>(1, std::min<std::size_t>(most, (rows + row_warps - 1) / row_warps)));
+}
+// The three partial-sum arrays of head_step, each from a 256-byte boundary.
+struct HeadPartials {
+    std::size_t w, bias, g, total;
+};
+HeadPartials head_partials(std::size_t rows, std::size_t d, std::size_t classes) {
+    const std::size_t blocks = head_step_blocks(rows);
+    auto whole = [](std::size_t floats) { return (floats + 63) / 64 * 64; };
+    HeadPartials h{};
+    h.w = 0, h.bias = whole(blocks * classes * d), h.g = h.bias + whole(blocks * classes);
+    h.total = h.g + whole(blocks * d);
+    return h;
+}
+}  // namespace
+
+bool head_step_fits(std::size_t d, std::size_t classes) {
+    return d % 4 == 0 && d <= head_rows_most && classes >= 1 && classes <= head_classes_most;
+}
+std::size_t head_step_partials(std::size_t rows, std::size_t d, std::size_t classes) {
+    return head_partials(rows, d, classes).total;
+}
+void head_step(const float* x, const float* g, const float* w, const float* bias, const std::int32_t* targets,
+               const StepParams* params, StepResults* results, float* dx, bf16* dx16, float* dw, float* dbias,
+               float* dg, std::size_t rows, std::size_t d, std::size_t classes, const Partials& partials,
+               double* loss_partials, cudaStream_t stream) {
+    if (!head_step_fits(d, classes) || rows >= below_2_32 / 8 || !aligned16(x) || !aligned16(dx) || !aligned16(dx16) ||
+        !aligned16(partials.scratch))
+        throw std::invalid_argument("head_step: rows of at most 128 columns (a multiple of 4), 1 to 8 classes, aligned");
+    const unsigned blocks = head_step_blocks(rows);
+    const HeadPartials at = head_partials(rows, d, classes);
+    const HeadStep a{x, g, w, bias, targets, params, dx, dx16, partials.scratch + at.w, partials.scratch + at.bias,
+                     partials.scratch + at.g, loss_partials, unsigned(rows), unsigned(d / 4), unsigned(classes)};
+    // the classes rounded up to 2, 4 or 8: the loops over them unroll, with no registers to spare
+    if (classes <= 2) head_step_kernel<2, 4><<<blocks, row_warps * 32, 0, stream>>>(a);
+    else if (classes <= 4) head_step_kernel<4, 4><<<blocks, row_warps * 32, 0, stream>>>(a);
+    else head_step_kernel<8, 2><<<blocks, row_warps * 32, 0, stream>>>(a);
+    launched("head_step");
+    partials.sums->push_back({a.part_w, blocks, classes * d, dw});
+    partials.sums->push_back({a.part_bias, blocks, classes, dbias});
+    partials.sums->push_back({a.part_g, blocks, d, dg});
+    add_double_sum(loss_partials, blocks, &results->loss_sum, stream);
+    add_double_sum(loss_partials + blocks, blocks, &results->correct, stream);
 }
 
 void gradient_square_sum(const float* grads, StepResults* results, std::size_t count, float* partials,

@@ -69,6 +69,17 @@ void rmsnorm_backward(const float* x, const float* g, const float* rinv, const f
                       const Partials& partials, cudaStream_t stream, bf16* dx16 = nullptr);
 std::size_t rmsnorm_backward_partials(std::size_t rows, std::size_t width);
 
+// The first layer's norm backward (group = width) where dx is for the embedding only: dx's new
+// value (dx read where accumulating, never written) summed per letter into dtable (+=, the partial
+// sums in embed_partials, rmsnorm_backward_embed_partials floats), as embed_backward would from it.
+// Only where rmsnorm_backward_embeds (the row kernels' layouts, and the letters' tables in shared memory).
+bool rmsnorm_backward_embeds(std::size_t rows, std::size_t width, std::size_t vocab);
+std::size_t rmsnorm_backward_embed_partials(std::size_t rows, std::size_t width, std::size_t vocab);
+void rmsnorm_backward_into_embedding(const float* x, const float* g, const float* rinv, const float* dy, const float* dx,
+                                     float* dg, const std::int32_t* tokens, float* dtable, std::size_t rows,
+                                     std::size_t width, std::size_t vocab, bool accumulate, const Partials& partials,
+                                     const Partials& embed_partials, cudaStream_t stream);
+
 // y[n][:] += bias; out[c] += sum_n y[n][c] (bias gradients); y's rows ld apart.
 void add_bias(float* y, std::size_t ld, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream);
 void column_sums(const float* y, std::size_t ld, float* out, std::size_t rows, std::size_t cols,
@@ -96,6 +107,18 @@ void cross_entropy(const float* logits, const std::int32_t* targets, float* dlog
                    StepResults* results, std::size_t rows, std::size_t classes, float* partials, cudaStream_t stream);
 // The partials (in floats) of cross_entropy and of gradient_square_sum.
 std::size_t step_results_partials();
+
+// The head of a training step in one kernel: the final RMSNorm of x (gain g), the logits (w:
+// [classes][d], bias), the cross-entropy against targets as cross_entropy, and back: dx (and dx16,
+// if given) overwritten with the gradient of x, dw, dbias and dg (+=) by partial sums in `partials`
+// (head_step_partials floats), the loss and correct count into results by loss_partials
+// (step_results_partials floats). Only where head_step_fits; the logits are not kept.
+bool head_step_fits(std::size_t d, std::size_t classes);
+std::size_t head_step_partials(std::size_t rows, std::size_t d, std::size_t classes);
+void head_step(const float* x, const float* g, const float* w, const float* bias, const std::int32_t* targets,
+               const StepParams* params, StepResults* results, float* dx, bf16* dx16, float* dw, float* dbias,
+               float* dg, std::size_t rows, std::size_t d, std::size_t classes, const Partials& partials,
+               double* loss_partials, cudaStream_t stream);
 
 // results->grad_sq += sum g^2; then AdamW over every parameter (decay_mask: 1 where weight decay applies).
 void gradient_square_sum(const float* grads, StepResults* results, std::size_t count, float* partials,
