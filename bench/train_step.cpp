@@ -3,8 +3,8 @@
 // time for a deltanet to reach scaled accuracy 1.0 on parity at test lengths 40-256.
 //
 //   bench_train_step [--steps N] [--out FILE] [--learn | --only-learn] [--learn-steps N (6000)] [--lr X (1e-2)]
-//   bench_train_step --profile [--profile-model M]   (for ncu: deltanet, or M, at T = 40 and 256, three steps
-//                                                     each without a graph)
+//   bench_train_step --profile [--profile-model M] [--profile-matmul P]   (for ncu: deltanet, or M, with
+//                        TF32 products, or P, at T = 40 and 256, three steps each without a graph)
 //
 // Targets (issue 7, one H100): 2-layer deltanet, d_model 128, 4 heads, batch 1024: <= 1.7 ms/step
 // at T = 40 and <= 6 ms/step at T = 256. Without a GPU it says so and exits 0.
@@ -195,7 +195,7 @@ int main(int argc, char** argv) {
     std::size_t steps = 50, learn_steps = 6000;
     double lr = 1e-2;
     bool do_learn = false, only_learn = false, profile = false, model_given = false;
-    std::string out = "bench_train_step.json", profile_model = "deltanet";
+    std::string out = "bench_train_step.json", profile_model = "deltanet", profile_matmul = "tf32";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto value = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -207,17 +207,20 @@ int main(int argc, char** argv) {
         else if (a == "--lr") lr = std::stod(value());
         else if (a == "--profile") profile = true;
         else if (a == "--profile-model") profile_model = value(), model_given = true;
+        else if (a == "--profile-matmul") profile_matmul = value(), model_given = true;
         else {
             fmt::print(stderr, "usage: bench_train_step [--steps N] [--out FILE] [--learn|--only-learn] [--learn-steps N] [--lr X] "
-                               "[--profile [--profile-model M]]\n");
+                               "[--profile [--profile-model M] [--profile-matmul P]]\n");
             return 2;
         }
     }
-    if (model_given) {  // the option and the name checked before any device work
+    MatmulPrecision matmul = MatmulPrecision::tf32;
+    if (model_given) {  // the options and the names checked before any device work
         ModelConfig check;
         try {
-            if (!profile) throw std::invalid_argument("--profile-model needs --profile");
+            if (!profile) throw std::invalid_argument("--profile-model and --profile-matmul need --profile");
             parse_model_name(profile_model, check);
+            matmul = parse_matmul_precision(profile_matmul);
         } catch (const std::exception& e) {
             fmt::print(stderr, "bench_train_step: {}\n", e.what());
             return 2;
@@ -232,7 +235,7 @@ int main(int argc, char** argv) {
         // For a profiler (ncu): the model at T = 40 then T = 256, three steps each without a graph, so
         // every kernel shows as its own launch; the last step of each is the one to read.
         for (std::size_t T : {40, 256})
-            time_shape({profile_model, profile_model, 2, T, 2, 2, MatmulPrecision::tf32, false}, 1024, 0);
+            time_shape({profile_model, profile_model, 2, T, 2, 2, matmul, false}, 1024, 0);
         return 0;
     }
     nlohmann::json result = {{"device", cuda_device_description()}, {"steps", steps}};

@@ -364,11 +364,14 @@ void forward_pass(CudaSession& session, const Plan& p) {
     const auto* tokens = reinterpret_cast<const std::int32_t*>(ws + p.tokens);
     const auto* lengths = reinterpret_cast<const std::int32_t*>(ws + p.lengths);
     const std::size_t N = p.N, d = p.d;
-    embed_forward(tokens, W + L.embed, ws + p.x[0], N, d, st);
+    // the embedding and the first layer's norm in one pass where the rows allow it
+    const bool embedded = embed_and_norm(tokens, W + L.embed, ws + p.x[0], W + L.layers[0].norm1,
+                                         ws + p.layers[0].xn1, ws + p.layers[0].r1, N, d, st);
+    if (!embedded) embed_forward(tokens, W + L.embed, ws + p.x[0], N, d, st);
     for (std::size_t l = 0; l < c.layers; ++l) {
         const LayerSlots& sl = L.layers[l];
         const LayerActs& a = p.layers[l];
-        rmsnorm_forward(ws + p.x[l], W + sl.norm1, ws + a.xn1, ws + a.r1, N, d, d, st);
+        if (l > 0 || !embedded) rmsnorm_forward(ws + p.x[l], W + sl.norm1, ws + a.xn1, ws + a.r1, N, d, d, st);
         if (c.mixer == Mixer::lstm) {
             blas.forward(ws + a.xn1, d, W + sl.lstm_wx, ws + a.z, 4 * d, N, d, 4 * d);
             add_bias(ws + a.z, 4 * d, W + sl.lstm_bias, N, 4 * d, st);

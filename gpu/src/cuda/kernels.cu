@@ -195,19 +195,24 @@ __device__ void group_sums(float (&part)[CH], unsigned seg) {
 }
 __device__ unsigned group_of(unsigned quad, const RowShape& s) { return s.seg ? quad / s.seg : 0; }
 
+// With tokens, the rows are the embedding's: row n is x's row tokens[n] (x the table), written to
+// embedded too (the first layer's input and residual, as embed_forward writes it).
 template <int CH, class Out>
 __global__ void rmsnorm_forward_rows_kernel(const float* __restrict__ x, const float* __restrict__ g,
                                             Out* __restrict__ y, float* __restrict__ rinv, unsigned rows,
-                                            RowShape s) {
+                                            RowShape s, const std::int32_t* __restrict__ tokens,
+                                            float* __restrict__ embedded) {
     const unsigned row = blockIdx.x * row_warps + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= rows) return;  // the whole warp
     const std::size_t at = std::size_t(row) * s.quads * 4;
+    const float* src = tokens ? x + std::size_t(tokens[row]) * s.quads * 4 : x + at;
     float4 v[CH];
     float part[CH];
 #pragma unroll
     for (int k = 0; k < CH; ++k) {
         const unsigned i = lane + 32 * k;
-        v[k] = i < s.quads ? load4(x + at + 4 * i) : make_float4(0, 0, 0, 0);
+        v[k] = i < s.quads ? load4(src + 4 * i) : make_float4(0, 0, 0, 0);
+        if (tokens && i < s.quads) store4(embedded + at + 4 * i, v[k]);
         part[k] = v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
     }
     group_sums(part, s.seg);
@@ -855,16 +860,31 @@ void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, std:
             constexpr int CH = decltype(ch)::value;
             if (y16)
                 rmsnorm_forward_rows_kernel<CH, bf16>
-                    <<<blocks, row_warps * 32, 0, stream>>>(x, g, y16, rinv, unsigned(rows), shape);
+                    <<<blocks, row_warps * 32, 0, stream>>>(x, g, y16, rinv, unsigned(rows), shape, nullptr, nullptr);
             else
                 rmsnorm_forward_rows_kernel<CH, float>
-                    <<<blocks, row_warps * 32, 0, stream>>>(x, g, y, rinv, unsigned(rows), shape);
+                    <<<blocks, row_warps * 32, 0, stream>>>(x, g, y, rinv, unsigned(rows), shape, nullptr, nullptr);
         });
     } else {
         rmsnorm_forward_kernel<<<blocks_for(rows * (width / group) * 32), threads, 0, stream>>>(x, g, y, rinv, rows,
                                                                                                width, group);
     }
     launched("rmsnorm_forward");
+}
+
+bool embed_and_norm(const std::int32_t* tokens, const float* table, float* x, const float* g, float* y, float* rinv,
+                    std::size_t rows, std::size_t d, cudaStream_t stream) {
+    RowShape shape{};
+    unsigned chunks = 0;
+    if (!vector_rows(rows, d, d, {table, x, y}, shape, chunks)) return false;
+    const unsigned blocks = unsigned((rows + row_warps - 1) / row_warps);
+    with_chunks(chunks, [&](auto ch) {
+        constexpr int CH = decltype(ch)::value;
+        rmsnorm_forward_rows_kernel<CH, float>
+            <<<blocks, row_warps * 32, 0, stream>>>(table, g, y, rinv, unsigned(rows), shape, tokens, x);
+    });
+    launched("embed_and_norm");
+    return true;
 }
 
 std::size_t rmsnorm_backward_partials(std::size_t rows, std::size_t width) {

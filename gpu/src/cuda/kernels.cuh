@@ -62,6 +62,10 @@ std::size_t embed_backward_partials(std::size_t rows, std::size_t d, std::size_t
 // there in bf16 instead (y unused; the vectorised layouts only: width a multiple of 4, at most 512).
 void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, std::size_t rows, std::size_t width,
                      std::size_t group, cudaStream_t stream, bf16* y16 = nullptr);
+// embed_forward and then rmsnorm_forward of x over whole rows (the first layer's norm), in one pass
+// that does not read x back; false, launching nothing, where the rows are not the vectorised layout.
+bool embed_and_norm(const std::int32_t* tokens, const float* table, float* x, const float* g, float* y, float* rinv,
+                    std::size_t rows, std::size_t d, cudaStream_t stream);
 // dx (+)= r g dy - x r^3 sum(g dy x) / group (accumulate or overwrite); dg += sum_n dy x r. dx16
 // (optional, vectorised layouts only) receives a bf16 copy of the new dx.
 void rmsnorm_backward(const float* x, const float* g, const float* rinv, const float* dy, float* dx, float* dg,
