@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
     // (docs/training.md); 1e-3 stayed below 0.95 in this budget
     std::size_t steps = 50, learn_steps = 6000;
     double lr = 1e-2;
-    bool do_learn = false, only_learn = false, profile = false, model_given = false;
+    bool do_learn = false, only_learn = false, profile = false, profile_options_given = false;
     std::string out = "bench_train_step.json", profile_model = "deltanet", profile_matmul = "tf32";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -206,8 +206,8 @@ int main(int argc, char** argv) {
         else if (a == "--learn-steps") learn_steps = std::stoul(value());
         else if (a == "--lr") lr = std::stod(value());
         else if (a == "--profile") profile = true;
-        else if (a == "--profile-model") profile_model = value(), model_given = true;
-        else if (a == "--profile-matmul") profile_matmul = value(), model_given = true;
+        else if (a == "--profile-model") profile_model = value(), profile_options_given = true;
+        else if (a == "--profile-matmul") profile_matmul = value(), profile_options_given = true;
         else {
             fmt::print(stderr, "usage: bench_train_step [--steps N] [--out FILE] [--learn|--only-learn] [--learn-steps N] [--lr X] "
                                "[--profile [--profile-model M] [--profile-matmul P]]\n");
@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
         }
     }
     MatmulPrecision matmul = MatmulPrecision::tf32;
-    if (model_given) {  // the options and the names checked before any device work
+    if (profile_options_given) {  // the options and the names checked before any device work
         ModelConfig check;
         try {
             if (!profile) throw std::invalid_argument("--profile-model and --profile-matmul need --profile");

@@ -489,19 +489,63 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceWithManyLetters) {
 
 // The head of a training step runs as one kernel (head_step) for up to 8 classes and rows of up to
 // 128 columns, and as separate kernels and products otherwise: 2 and 6 classes take two of its
-// three instances (the other tests have 3 classes: the third), 12 classes and d_model 256 the
-// separate path.
+// three instances (the other tests have 3 classes: the third), 12 classes and d_model 256 or 512 the
+// separate path, which with --matmul bf16 also writes the bf16 copy of dx. d_model 512 with 2
+// letters sums the embedding's gradient in the first norm's backward with four float4 a lane.
 TEST(CudaBackend, Fp32MatchesCpuReferenceForEveryHead) {
     SKIP_WITHOUT_GPU();
     struct Head {
-        std::size_t classes, d;
+        std::size_t classes, d, vocab;
     };
-    for (const Head h : {Head{2, 32}, Head{6, 32}, Head{12, 32}, Head{5, 256}}) {
+    for (const Head h : {Head{2, 32, 3}, Head{6, 32, 3}, Head{12, 32, 3}, Head{5, 256, 3}, Head{2, 512, 2}}) {
         auto c = config_for("deltanet", EigRange::signed_unit, h.d, h.d / 16);
-        c.classes = h.classes;
+        c.classes = h.classes, c.vocab = h.vocab;
         validate(c);
         SCOPED_TRACE(std::to_string(h.classes) + " classes, d " + std::to_string(h.d));
         expect_fp32_match(compare(c, c, MatmulPrecision::fp32, 530 + h.classes, 6, 12));
+        if (h.classes > 8 && h.d <= 128) {  // the separate head with the bf16 MLP
+            const Comparison r = compare(c, c, MatmulPrecision::bf16, 540 + h.classes, 6, 12);
+            EXPECT_LT(r.logits, 2e-2);
+            EXPECT_LT(r.all_gradients, r.tf32_bound()) << "worst tensor " << r.worst_tensor << " " << r.worst_gradient;
+        }
+    }
+}
+
+// A training step's count of correct predictions (the first maximum, as the CPU's) on both head
+// paths; and a batch with no labelled position: no loss, nothing correct, every gradient exactly 0.
+TEST(CudaBackend, TrainingStepCountsAndUnlabelledBatches) {
+    SKIP_WITHOUT_GPU();
+    for (const std::size_t classes : {std::size_t(3), std::size_t(12)}) {
+        auto c = config_for("deltanet", EigRange::signed_unit, 32, 2);
+        c.classes = classes;
+        validate(c);
+        SCOPED_TRACE(std::to_string(classes) + " classes");
+        const auto layout = parameter_layout(c);
+        const auto w = random_params(layout, 560 + classes);
+        const Batch batch = random_batch(8, 14, c.vocab, c.classes, 561 + classes);
+        Workspace<double> ws;
+        forward<double>(c, layout, w, batch, ws);
+        std::vector<std::size_t> correct, labelled;
+        count_correct<double>(c, batch, ws, correct, labelled);
+        std::size_t want = 0;
+        for (const std::size_t k : correct) want += k;
+
+        CudaSession session = make_cuda_session(c, {MatmulPrecision::fp32, false, true});
+        upload_parameters(session, std::vector<float>(w.begin(), w.end()));
+        const CudaStepResult r = cuda_loss_gradient_correct(session, batch);
+        EXPECT_EQ(r.correct, want);
+        EXPECT_GT(want, 0u);
+
+        Batch none = batch;
+        std::fill(none.targets.begin(), none.targets.end(), -1);
+        const CudaStepResult z = cuda_loss_gradient_correct(session, none);
+        EXPECT_EQ(z.loss, 0.0);
+        EXPECT_EQ(z.correct, 0u);
+        std::vector<float> grads(layout.total, NAN);
+        download_gradients(session, grads);
+        std::size_t nonzero = 0;
+        for (const float g : grads) nonzero += g != 0.0f;
+        EXPECT_EQ(nonzero, 0u);
     }
 }
 

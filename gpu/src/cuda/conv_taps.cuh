@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <stdexcept>
 
 namespace statetrack::gpu::cuda {
 
@@ -14,6 +15,12 @@ __device__ inline void load_conv_taps(const float* conv, std::size_t column, std
     const int pad = KT - int(K);
 #pragma unroll
     for (int j = 0; j < KT; ++j) w[j] = j >= pad ? __ldg(conv + column * K + std::size_t(j - pad)) : 0.0f;
+}
+
+// The kernels' compile-time tap length KT for K taps.
+inline std::size_t conv_tap_length(std::size_t K) {
+    if (K > 8) throw std::invalid_argument("the CUDA recurrences' convolutions take at most 8 taps");
+    return K <= 4 ? 4 : 8;
 }
 
 }  // namespace statetrack::gpu::cuda

@@ -74,6 +74,9 @@ DiagonalShape diagonal_shape(const Plan& p, const ModelConfig& c, const std::int
 
 // A region of the partial-sums scratch: whole 256-byte blocks, so that every region stays aligned.
 std::size_t partials_region(std::size_t floats) { return (floats + 63) / 64 * 64; }
+// The mixer's output norm's gain gradient: the norm's backward (rmsnorm_backward), or one partial
+// sum per word where the chunked delta backward takes the norm in.
+std::size_t onorm_partials(const Plan& p) { return std::max(rmsnorm_backward_partials(p.N, p.d), p.B * p.d); }
 // The embedding gradient's partial sums: inside the first layer's norm backward where it fits.
 std::size_t embed_partials(const Plan& p, const ModelConfig& c) {
     return rmsnorm_backward_embeds(p.N, p.d, c.vocab) ? rmsnorm_backward_embed_partials(p.N, p.d, c.vocab)
@@ -88,9 +91,9 @@ std::size_t backward_partials(const Plan& p, const ModelConfig& c) {
     std::size_t mixer = 0;
     if (c.mixer == Mixer::lstm) mixer = partials_region(column_sums_partials(N, 4 * d));
     else if (c.mixer == Mixer::mamba)
-        mixer = norm + partials_region(diagonal_backward_partials(diagonal_shape(p, c))) +
+        mixer = partials_region(onorm_partials(p)) + partials_region(diagonal_backward_partials(diagonal_shape(p, c))) +
                 partials_region(column_sums_partials(N, d));
-    else mixer = norm + partials_region(delta_backward_partials(delta_shape(p, c)));
+    else mixer = partials_region(onorm_partials(p)) + partials_region(delta_backward_partials(delta_shape(p, c)));
     const std::size_t head = p.head_fused ? partials_region(head_step_partials(N, d, p.C))
                                           : partials_region(column_sums_partials(N, p.C)) + norm;
     return head + c.layers * (2 * norm + mixer) + partials_region(embed_partials(p, c));
@@ -550,29 +553,38 @@ void backward_pass(CudaSession& session, const Plan& p) {
             blas.weight_grad(ws + a.xn1, d, dZ, 4 * d, G + sl.lstm_wx, N, d, 4 * d);
             column_sums(dZ, 4 * d, G + sl.lstm_bias, N, 4 * d, region(column_sums_partials(N, 4 * d)), st);
         } else {
-            float* dOn = ws + p.s1;
+            const DeltaShape shape = delta_shape(p, c, session.options.chunked, lengths);
+            // the chunked delta backward takes dO through the output norm itself (dOn in the dO array: it
+            // reads dOn while writing dpre); elsewhere the norm's backward writes dO
+            const bool through_norm = c.mixer != Mixer::mamba && delta_runs_in_chunks(shape);
             float* dO = ws + p.dO;
+            float* dOn = through_norm ? dO : ws + p.s1;
             float* dpre = ws + p.s1;        // [dq | dk | dv | dz], as the forward's pre
             float* dz = dpre + p.qkv;       // the gate logits' gradient
             const float* zg = ws + a.pre + p.qkv;
             blas.input_grad(dx, d, W + sl.wo, dOn, d, N, d, d, false);
             wo_done = side.weight_grad(ws + a.on, d, dx, d, G + sl.wo, N, d, d);
-            rmsnorm_backward(ws + a.o, W + sl.onorm, ws + a.ro, dOn, dO, G + sl.onorm, N, d, p.dh, false,
-                             region(norm_partials), st);
+            const Partials onorm = region(onorm_partials(p));
+            if (through_norm) {
+                delta_backward_through_norm(shape, ws + a.pre, W + sl.conv_q, zg, ws + a.saved, ws + a.final,
+                                            {ws + a.o, dOn, ws + a.ro, W + sl.onorm}, dpre, G + sl.conv_q, dz,
+                                            G + sl.onorm, region(delta_backward_partials(shape)), onorm, st);
+            } else {
+                rmsnorm_backward(ws + a.o, W + sl.onorm, ws + a.ro, dOn, dO, G + sl.onorm, N, d, p.dh, false, onorm, st);
+            }
             if (c.mixer == Mixer::mamba) {
                 diagonal_backward(diagonal_shape(p, c, lengths), ws + a.pre, W + sl.conv_q, zg, W + sl.decay_log, ws + a.saved,
                                   dO, dpre, G + sl.conv_q, dz, G + sl.decay_log,
                                   region(diagonal_backward_partials(diagonal_shape(p, c))), st);
                 zero_past_lengths(dpre, p.proj, p.proj, p.B, p.T, lengths, st);  // [dq | dk | dv | dz]: Batch
                 column_sums(dz, p.proj, G + sl.bdt, N, d, region(column_sums_partials(N, d)), st);
-            } else {
-                const DeltaShape shape = delta_shape(p, c, session.options.chunked, lengths);
+            } else if (!through_norm) {
                 delta_backward(shape, ws + a.pre, W + sl.conv_q, zg, ws + a.saved, ws + a.final, dO, dpre, G + sl.conv_q,
                                dz, region(delta_backward_partials(shape)), st);
-                // [dq | dk | dv | dz] past each word: the chunked kernels run to T and write the padding's
-                // gradients, exact zeros (its output gradient is 0); the step kernels stop (Batch)
-                if (!delta_runs_in_chunks(shape)) zero_past_lengths(dpre, p.proj, p.proj, p.B, p.T, lengths, st);
+                zero_past_lengths(dpre, p.proj, p.proj, p.B, p.T, lengths, st);  // the step kernels stopped (Batch)
             }
+            // (the chunked kernels run to T and write the padding's gradients, exact zeros: its output
+            // gradient is 0)
             // one product each for the four projections (wq .. the gate adjacent, as in the forward)
             blas.input_grad(dpre, p.proj, W + sl.wq, dxn, d, N, d, p.proj, false);
             wq_done = side.weight_grad(ws + a.xn1, d, dpre, p.proj, G + sl.wq, N, d, p.proj);

@@ -337,7 +337,8 @@ struct BackTiles {
     static constexpr int dbeta_w = norm + 2 * C;   // [2][C]: dW_t . u_t over each warp's 16 columns
     static constexpr int dbeta_l = dbeta_w + 2 * C;  // [C]: sum_t dL[t][s] G[t][s]
     static constexpr int dots = dbeta_l + C;     // [2][2][C]: each warp's half of the rows' dq . q and dk . k
-    static constexpr int floats = dots + 4 * C;
+    static constexpr int dgain = dots + 4 * C;   // [2][DH]: each warp's sum of the output norm's gain gradient
+    static constexpr int floats = dgain + 2 * DH;
 };
 
 // The sums of the four lanes of a quad (the lanes holding one accumulator row).
@@ -360,8 +361,9 @@ template <int KT>
 __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel(DeltaShape s, const float* pre,
                                                                               const float* conv, const float* zbeta,
                                                                               const float* u_saved, const float* final,
-                                                                              const float* dO, float* dpre,
-                                                                              float* partials, float* dzbeta) {
+                                                                              const OutputNorm on, float* dpre,
+                                                                              float* partials, float* gain_partials,
+                                                                              float* dzbeta) {
     extern __shared__ __align__(16) float chunk_shared[];
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
     const std::size_t group = blockIdx.x;  // one block a (word, head)
@@ -378,6 +380,8 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         ss[(i / DH) * ld32 + i % DH] = final[group * DH * DH + i];
         sds[(i / DH) * ld32 + i % DH] = 0;
     }
+    float* sdgain = tile + BackTiles::dgain + w * DH;  // this warp's, lane = column
+    sdgain[lane] = 0;
     // The lane's conv columns: warp 0 takes q (slot 0) and v (slot 2), warp 1 k (slot 1). Per column
     // the gradient carried from the chunk after (rows t0 + C .. t0 + C + KT - 2) and the taps'.
     float carry[2][KT - 1], taps[2][KT];
@@ -473,7 +477,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         __syncthreads();  // the chunk after is done with every tile
         // 1. Q (warp 0) and K (warp 1) by the forward's own functions (conv_sum, silu_fast,
         // norm_reciprocal), so that undoing the forward's last product below subtracts what it added; rows past the word 0 (the forward's are not, but its beta there is 0, and so are u
-        // and dO here). u and dO, half the rows each; beta.
+        // and dO here). u and dO, half the rows each; beta. dO comes through the output norm (below).
         {
             float x[C + KT - 1], tw[KT];
             load_rows(w, t0, len, x);
@@ -489,16 +493,37 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
             for (int i = 0; i < C; ++i) dst[i * ld32 + lane] *= rinv[i];
         }
         {
-            const std::size_t at = (n0 + t0 + w) * d + h * DH + lane;  // row t0 + w; each warp every second row
-            const float *u_row = u_saved + at, *g_row = dO + at;
+            // dO = r g dOn - o r^3 sum(g dOn o) / DH per row and head (the RMSNorm of o per head, whose
+            // group is this warp's 32 columns), as rmsnorm_backward computes it, with the sum as a
+            // warp sum; the gain's gradient dOn o r summed over the word's rows
+            const std::size_t row = n0 + t0 + w;  // row t0 + w; each warp every second row
+            const std::size_t at = row * d + h * DH + lane;
+            const float *u_row = u_saved + at, *o_row = on.o + at, *dn_row = on.dOn + at, *r_row = on.rinv + row * H + h;
+            const float gain = on.gain[h * DH + lane];
+            float xo[C / 2], xd[C / 2], rr[C / 2], dot[C / 2];
 #pragma unroll
             for (int i = 0; i < C / 2; ++i) {
                 const int t = 2 * i + w;
                 su[t * ld32 + lane] = t < len ? __ldg(u_row) : 0.0f;
-                sgo[t * ld32 + lane] = t < len ? __ldg(g_row) : 0.0f;
-                u_row += 2 * d, g_row += 2 * d;
-                asm("" : "+l"(u_row), "+l"(g_row));
+                xo[i] = t < len ? __ldg(o_row) : 0.0f;
+                xd[i] = t < len ? __ldg(dn_row) : 0.0f;
+                rr[i] = t < len ? __ldg(r_row) : 0.0f;
+                dot[i] = gain * xd[i] * xo[i];
+                u_row += 2 * d, o_row += 2 * d, dn_row += 2 * d, r_row += 2 * H;
+                asm("" : "+l"(u_row), "+l"(o_row), "+l"(dn_row), "+l"(r_row));
             }
+#pragma unroll
+            for (int st = 16; st >= 1; st /= 2)
+#pragma unroll
+                for (int i = 0; i < C / 2; ++i) dot[i] += __shfl_xor_sync(0xffffffffu, dot[i], st);
+            float dg = sdgain[lane];
+#pragma unroll
+            for (int i = 0; i < C / 2; ++i) {
+                const float r = rr[i];
+                sgo[(2 * i + w) * ld32 + lane] = r * gain * xd[i] - xo[i] * r * r * r * dot[i] / float(DH);
+                dg += xd[i] * xo[i] * r;
+            }
+            sdgain[lane] = dg;
         }
         if (w == 1 && lane < C) sbeta[lane] = lane < len ? s.beta_scale * sigmoidf(zb) : 0.0f;
         __syncthreads();
@@ -634,16 +659,22 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     };
     write_taps(w, taps[0]);
     if (w == 0) write_taps(2, taps[1]);
+    // the output norm's gain gradient of word b and head h into its partial sums, [b][d]
+    __syncthreads();
+    if (w == 0) {
+        const float* other = tile + BackTiles::dgain + DH;
+        gain_partials[b * d + h * DH + lane] = sdgain[lane] + other[lane];
+    }
 }
 
 template <int KT>
 void launch_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
-                     const float* final, const float* dO, float* dpre, float* partials, float* dzbeta,
-                     cudaStream_t stream) {
+                     const float* final, const OutputNorm& on, float* dpre, float* partials, float* gain_partials,
+                     float* dzbeta, cudaStream_t stream) {
     constexpr std::size_t bytes = BackTiles::floats * sizeof(float);
     static_assert(bytes <= 48 * 1024, "more than a block gets without cudaFuncSetAttribute");
     delta_backward_chunked_kernel<KT><<<unsigned(s.B * s.H), back_threads, bytes, stream>>>(
-        s, pre, conv, zbeta, u, final, dO, dpre, partials, dzbeta);
+        s, pre, conv, zbeta, u, final, on, dpre, partials, gain_partials, dzbeta);
     check(cudaGetLastError(), "delta_backward_chunked");
 }
 
@@ -687,12 +718,18 @@ bool delta_forward_in_chunks(const DeltaShape& s, std::size_t KT, const float* p
     return true;
 }
 
-bool delta_backward_in_chunks(const DeltaShape& s, std::size_t KT, const float* pre, const float* conv,
-                              const float* zbeta, const float* u, const float* final, const float* dO, float* dpre,
-                              float* partials, float* dzbeta, cudaStream_t stream) {
+bool delta_backward_through_norm(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta,
+                                 const float* u, const float* final, const OutputNorm& on, float* dpre, float* dconv,
+                                 float* dzbeta, float* dgain, const Partials& partials, const Partials& gain_partials,
+                                 cudaStream_t stream) {
     if (!delta_runs_in_chunks(s)) return false;
-    if (KT == 4) launch_backward<4>(s, pre, conv, zbeta, u, final, dO, dpre, partials, dzbeta, stream);
-    else launch_backward<8>(s, pre, conv, zbeta, u, final, dO, dpre, partials, dzbeta, stream);
+    const std::size_t KT = conv_tap_length(s.K);
+    if (KT == 4)
+        launch_backward<4>(s, pre, conv, zbeta, u, final, on, dpre, partials.scratch, gain_partials.scratch, dzbeta, stream);
+    else
+        launch_backward<8>(s, pre, conv, zbeta, u, final, on, dpre, partials.scratch, gain_partials.scratch, dzbeta, stream);
+    partials.sums->push_back({partials.scratch, s.B, 3 * s.H * DH * s.K, dconv});
+    gain_partials.sums->push_back({gain_partials.scratch, s.B, s.H * DH, dgain});
     return true;
 }
 

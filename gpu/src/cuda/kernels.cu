@@ -507,7 +507,8 @@ __global__ void cross_entropy_kernel(const float* logits, const std::int32_t* ta
 // wrote and read back xn, the logits, their gradient and dxn: ~120 / ~470 us at T = 40 / 256 (ncu,
 // H100). Each formula is the separate kernel's, in its order (rmsnorm_forward_rows_kernel,
 // cross_entropy_rows, rmsnorm_backward_rows_kernel); the products over the classes are warp sums
-// here where cuBLAS summed in its own order. ----
+// here where cuBLAS summed in its own order, and in fp32 whatever --matmul says (cuBLAS ran the
+// logits and dxn, a few columns wide, in fp32 anyway, and the head's weight gradient in TF32). ----
 struct HeadStep {
     const float *x, *g, *w, *bias;  // x: [rows][d], the last layer's output; w: [classes][d]
     const std::int32_t* targets;
@@ -560,8 +561,10 @@ __global__ void __launch_bounds__(row_warps * 32, head_blocks_per_sm) head_step_
 #pragma unroll
         for (int k = 0; k < R; ++k) {
             const std::size_t row = row0 + k;
-            target[k] = row < a.rows ? a.targets[row] : -1;  // negative: unlabelled, no loss, a zero gradient
-            xk[k] = in && target[k] >= 0 ? load4(a.x + row * d + 4 * lane) : zero;
+            // a negative target: unlabelled, no loss and a zero gradient; its row still goes through the
+            // products (0 times x), so that a non-finite x spreads as on the CPU
+            target[k] = row < a.rows ? a.targets[row] : -1;
+            xk[k] = in && row < a.rows ? load4(a.x + row * d + 4 * lane) : zero;
             ss[k] = xk[k].x * xk[k].x + xk[k].y * xk[k].y + xk[k].z * xk[k].z + xk[k].w * xk[k].w;
         }
         warp_sums(ss);
@@ -606,11 +609,9 @@ __global__ void __launch_bounds__(row_warps * 32, head_blocks_per_sm) head_step_
                 float p = labelled && unsigned(c) < a.classes ? expf(z[c] - zmax) / sum / count : 0.0f;
                 if (c == target[k]) p -= 1.0f / count;
                 dxn[k].x += p * wk[c].x, dxn[k].y += p * wk[c].y, dxn[k].z += p * wk[c].z, dxn[k].w += p * wk[c].w;
-                if (labelled) {
-                    float4& acc = red_w[warp][c][lane];
-                    acc.x += p * xn[k].x, acc.y += p * xn[k].y, acc.z += p * xn[k].z, acc.w += p * xn[k].w;
-                    acc_bias[c] += p;
-                }
+                float4& acc = red_w[warp][c][lane];
+                acc.x += p * xn[k].x, acc.y += p * xn[k].y, acc.z += p * xn[k].z, acc.w += p * xn[k].w;
+                acc_bias[c] += p;
             }
             dot[k] = gk.x * dxn[k].x * xk[k].x + gk.y * dxn[k].y * xk[k].y + gk.z * dxn[k].z * xk[k].z +
                      gk.w * dxn[k].w * xk[k].w;
@@ -622,17 +623,14 @@ __global__ void __launch_bounds__(row_warps * 32, head_blocks_per_sm) head_step_
             if (row >= a.rows || !in) continue;
             const float rk = r[k];
             const float4 x4 = xk[k], g4 = dxn[k];
-            const float4 out = target[k] < 0 ? zero
-                                             : make_float4(rk * gk.x * g4.x - x4.x * rk * rk * rk * dot[k] / n,
-                                                           rk * gk.y * g4.y - x4.y * rk * rk * rk * dot[k] / n,
-                                                           rk * gk.z * g4.z - x4.z * rk * rk * rk * dot[k] / n,
-                                                           rk * gk.w * g4.w - x4.w * rk * rk * rk * dot[k] / n);
+            const float4 out = make_float4(rk * gk.x * g4.x - x4.x * rk * rk * rk * dot[k] / n,
+                                           rk * gk.y * g4.y - x4.y * rk * rk * rk * dot[k] / n,
+                                           rk * gk.z * g4.z - x4.z * rk * rk * rk * dot[k] / n,
+                                           rk * gk.w * g4.w - x4.w * rk * rk * rk * dot[k] / n);
             store4(a.dx + row * d + 4 * lane, out);
             if (a.dx16) store4(a.dx16 + row * d + 4 * lane, out);
-            if (target[k] >= 0) {
-                acc_g.x += g4.x * x4.x * rk, acc_g.y += g4.y * x4.y * rk;
-                acc_g.z += g4.z * x4.z * rk, acc_g.w += g4.w * x4.w * rk;
-            }
+            acc_g.x += g4.x * x4.x * rk, acc_g.y += g4.y * x4.y * rk;
+            acc_g.z += g4.z * x4.z * rk, acc_g.w += g4.w * x4.w * rk;
         }
     }
     // the block's sums, its warps added in order
@@ -1079,10 +1077,11 @@ void head_step(const float* x, const float* g, const float* w, const float* bias
     const HeadPartials at = head_partials(rows, d, classes);
     const HeadStep a{x, g, w, bias, targets, params, dx, dx16, partials.scratch + at.w, partials.scratch + at.bias,
                      partials.scratch + at.g, loss_partials, unsigned(rows), unsigned(d / 4), unsigned(classes)};
-    // the classes rounded up to 2, 4 or 8: the loops over them unroll, with no registers to spare
+    // the classes rounded up to 2, 4 or 8 (the loops over them unroll), and as many rows at a time as
+    // fit in 128 registers without spills (ptxas)
     if (classes <= 2) head_step_kernel<2, 4><<<blocks, row_warps * 32, 0, stream>>>(a);
-    else if (classes <= 4) head_step_kernel<4, 4><<<blocks, row_warps * 32, 0, stream>>>(a);
-    else head_step_kernel<8, 2><<<blocks, row_warps * 32, 0, stream>>>(a);
+    else if (classes <= 4) head_step_kernel<4, 2><<<blocks, row_warps * 32, 0, stream>>>(a);
+    else head_step_kernel<8, 1><<<blocks, row_warps * 32, 0, stream>>>(a);
     launched("head_step");
     partials.sums->push_back({a.part_w, blocks, classes * d, dw});
     partials.sums->push_back({a.part_bias, blocks, classes, dbias});

@@ -168,21 +168,28 @@ void delta_forward(const DeltaShape& s, const float* pre, const float* conv, con
 // taps padded to 4 or 8.
 bool delta_forward_in_chunks(const DeltaShape& s, std::size_t KT, const float* pre, const float* conv,
                              const float* zbeta, float* o, float* u, float* final, cudaStream_t stream);
-// One reverse pass that rebuilds S_{t-1} = S_t - beta k u^T. Out: dpre (the projections' gradient,
-// through the L2 norms, the SiLU and the conv), dconv (+=, summed over the words in a fixed order),
-// dzbeta.
+// One reverse pass that rebuilds S_{t-1} = S_t - beta k u^T, step by step. Out: dpre (the
+// projections' gradient, through the L2 norms, the SiLU and the conv), dconv (+=, summed over the
+// words in a fixed order), dzbeta. (Where the chunked kernels run, delta_backward_through_norm.)
 void delta_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
                     const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta,
                     const Partials& partials, cudaStream_t stream);
-// Whether delta_forward_in_chunks and delta_backward_in_chunks run for this shape on the current
+// Whether delta_forward_in_chunks and delta_backward_through_norm run for this shape on the current
 // device: s.chunks, one factor at head_dim 32, and a GPU they run on (only F, dh and chunks are read).
 bool delta_runs_in_chunks(const DeltaShape& s);
-// The same backward in chunks of 16 steps on the FP64 tensor cores (delta_chunked.cu), where
-// delta_forward_in_chunks runs; writes the taps' partial sums [B][3 d][K] into `partials` and returns
-// false, launching nothing, elsewhere.
-bool delta_backward_in_chunks(const DeltaShape& s, std::size_t KT, const float* pre, const float* conv,
-                              const float* zbeta, const float* u, const float* final, const float* dO, float* dpre,
-                              float* partials, float* dzbeta, cudaStream_t stream);
+// The mixer's output norm, an RMSNorm of o per head (reciprocals rinv [N][H], gain [d]), and the
+// gradient of its output, dOn ([N][d]).
+struct OutputNorm {
+    const float *o, *dOn, *rinv, *gain;
+};
+// The backward in chunks of 16 steps on the FP64 tensor cores (delta_chunked.cu), where
+// delta_forward_in_chunks runs, with the output norm's backward inside it (dO = rmsnorm_backward's,
+// never stored): out dpre, dconv and dgain (+=, through partial sums: delta_backward_partials, and
+// B * d for the gain), dzbeta. Returns false, launching nothing, elsewhere.
+bool delta_backward_through_norm(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta,
+                                 const float* u, const float* final, const OutputNorm& on, float* dpre, float* dconv,
+                                 float* dzbeta, float* dgain, const Partials& partials, const Partials& gain_partials,
+                                 cudaStream_t stream);
 std::size_t delta_backward_partials(const DeltaShape& s);
 
 // Bytes of shared memory per block (static and dynamic) that the recurrence kernels need at most,

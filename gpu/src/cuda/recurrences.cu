@@ -626,13 +626,7 @@ __global__ void __launch_bounds__(block_threads, 3) diagonal_backward_kernel(Dia
     }
 }
 
-// The kernels' compile-time tap length for K taps (load_conv_taps).
-std::size_t tap_length(std::size_t K) {
-    if (K > 8) throw std::invalid_argument("the CUDA recurrences' convolutions take at most 8 taps");
-    return K <= 4 ? 4 : 8;
-}
-
-// Launches the kernel that `pick` returns for this head dimension and tap length KT = tap_length(K)
+// Launches the kernel that `pick` returns for this head dimension and tap length KT = conv_tap_length(K)
 // (pick(std::integral_constant<int, DH>, std::integral_constant<int, KT>)) over one DH-lane group per
 // (word, head), with `shared_bytes` of dynamic shared memory per block (near the default 48 KiB,
 // which the static broadcast slots share, the kernel is allowed more first), and checks the launch.
@@ -648,7 +642,7 @@ void launch_groups(const char* name, std::size_t dh, std::size_t K, std::size_t 
         kernel<<<blocks, block_threads, shared_bytes, stream>>>(args...);
     };
     auto with_taps = [&](auto head_dim) {
-        if (tap_length(K) == 4) launch(head_dim, std::integral_constant<int, 4>{});
+        if (conv_tap_length(K) == 4) launch(head_dim, std::integral_constant<int, 4>{});
         else launch(head_dim, std::integral_constant<int, 8>{});
     };
     switch (dh) {
@@ -669,7 +663,7 @@ struct ConvLaunch {
     std::size_t columns, ld, K, slots;
     bool backward;
     std::size_t multiple = 1;  // of the chunk's length
-    std::size_t KT() const { return tap_length(K); }
+    std::size_t KT() const { return conv_tap_length(K); }
     std::size_t chunk() const { return conv_chunk(slots, KT(), multiple); }
     Conv conv() const { return {pre, w, ld, columns, int(K), chunk()}; }
     std::size_t bytes() const { return staged_floats(slots, chunk(), KT(), backward) * block_threads * sizeof(float); }
@@ -688,7 +682,7 @@ std::size_t diagonal_shared_bytes(std::size_t K) { return recurrence_shared_byte
 
 void delta_forward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
                    float* final, cudaStream_t stream) {
-    if (delta_forward_in_chunks(s, tap_length(s.K), pre, conv, zbeta, o, u, final, stream)) return;
+    if (delta_forward_in_chunks(s, conv_tap_length(s.K), pre, conv, zbeta, o, u, final, stream)) return;
     const std::size_t slots = delta_slots(s.F);
     const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.ld, s.K, slots, false};
     launch_groups("delta_forward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
@@ -706,11 +700,6 @@ void delta_backward(const DeltaShape& s, const float* pre, const float* conv, co
                     const Partials& partials, cudaStream_t stream) {
     const std::size_t slots = delta_slots(s.F);
     const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.ld, s.K, slots, true};
-    if (delta_backward_in_chunks(s, tap_length(s.K), pre, conv, zbeta, u, final, dO, dpre, partials.scratch, dzbeta,
-                                 stream)) {
-        partials.sums->push_back({partials.scratch, s.B, cl.columns * s.K, dconv});
-        return;
-    }
     launch_groups("delta_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
                   [&](auto dh, auto kt) {
                       constexpr int DH = decltype(dh)::value, KT = decltype(kt)::value;
