@@ -84,8 +84,8 @@ std::size_t embed_partials(const Plan& p, const ModelConfig& c) {
 }
 // The scratch of every sum of the backward pass (each has a region of its own: they are added at
 // its end, kernels.cuh), in the order it takes them: the head's bias and the final norm (or
-// head_step's three), per layer the
-// MLP's norm, the mixer's sums and the layer's first norm, then the embedding.
+// head_step's three), per layer the MLP's norm, the mixer's sums (its output norm's first) and the
+// layer's first norm, then the embedding.
 std::size_t backward_partials(const Plan& p, const ModelConfig& c) {
     const std::size_t N = p.N, d = p.d, norm = partials_region(rmsnorm_backward_partials(N, d));
     std::size_t mixer = 0;
