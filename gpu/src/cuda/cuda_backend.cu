@@ -72,8 +72,6 @@ DiagonalShape diagonal_shape(const Plan& p, const ModelConfig& c, const std::int
     return {p.B, p.T, p.H, p.dh, p.K, c.eig == EigRange::signed_unit, p.proj, lengths};
 }
 
-// A region of the partial-sums scratch: whole 256-byte blocks, so that every region stays aligned.
-std::size_t partials_region(std::size_t floats) { return (floats + 63) / 64 * 64; }
 // The mixer's output norm's gain gradient: the norm's backward (rmsnorm_backward), or one partial
 // sum per word where the chunked delta backward takes the norm in.
 std::size_t onorm_partials(const Plan& p) { return std::max(rmsnorm_backward_partials(p.N, p.d), p.B * p.d); }

@@ -19,6 +19,7 @@
 #include "activations.cuh"
 #include "conv_taps.cuh"
 #include "kernels.cuh"
+#include "warp_sums.cuh"
 
 namespace statetrack::gpu::cuda {
 
@@ -516,10 +517,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
                 u_row += 2 * d, o_row += 2 * d, dn_row += 2 * d, r_row += 2 * H;
                 asm("" : "+l"(u_row), "+l"(o_row), "+l"(dn_row), "+l"(r_row));
             }
-#pragma unroll
-            for (int st = 16; st >= 1; st /= 2)
-#pragma unroll
-                for (int i = 0; i < C / 2; ++i) dot[i] += __shfl_xor_sync(0xffffffffu, dot[i], st);
+            warp_sums(dot);
             float dg = sdgain[lane];
 #pragma unroll
             for (int i = 0; i < C / 2; ++i) {
@@ -712,10 +710,10 @@ bool delta_runs_in_chunks(const DeltaShape& s) {
     return s.chunks && s.F == 1 && s.dh == DH && chunked_kernels_run();
 }
 
-bool delta_forward_in_chunks(const DeltaShape& s, std::size_t KT, const float* pre, const float* conv,
-                             const float* zbeta, float* o, float* u, float* final, cudaStream_t stream) {
+bool delta_forward_in_chunks(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o,
+                             float* u, float* final, cudaStream_t stream) {
     if (!delta_runs_in_chunks(s)) return false;
-    if (KT == 4) u ? launch<4, true>(s, pre, conv, zbeta, o, u, final, stream)
+    if (conv_tap_length(s.K) == 4) u ? launch<4, true>(s, pre, conv, zbeta, o, u, final, stream)
                    : launch<4, false>(s, pre, conv, zbeta, o, u, final, stream);
     else u ? launch<8, true>(s, pre, conv, zbeta, o, u, final, stream)
            : launch<8, false>(s, pre, conv, zbeta, o, u, final, stream);

@@ -9,6 +9,7 @@
 
 #include "activations.cuh"
 #include "kernels.cuh"
+#include "warp_sums.cuh"
 
 namespace statetrack::gpu::cuda {
 
@@ -161,6 +162,7 @@ struct RowShape {
 
 __device__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+__device__ float4 add4(float4 a, float4 b) { return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
 // Four bf16 values (8 bytes) in and out of fp32 registers, rounding to nearest even.
 __device__ float4 load4(const bf16* p) {
     const uint2 bits = *reinterpret_cast<const uint2*>(p);
@@ -287,13 +289,10 @@ __global__ void __launch_bounds__(row_warps * 32, norm_blocks_per_sm)
                                      rk * gk.y * dk.y - xk.y * rk * rk * rk * dot / n,
                                      rk * gk.z * dk.z - xk.z * rk * rk * rk * dot / n,
                                      rk * gk.w * dk.w - xk.w * rk * rk * rk * dot / n);
-            if (accumulate) {
-                const float4 old = load4(dx + at + 4 * i);
-                out = make_float4(old.x + out.x, old.y + out.y, old.z + out.z, old.w + out.w);
-            }
+            if (accumulate) out = add4(load4(dx + at + 4 * i), out);
             if (e.tokens) {  // each lane its own columns of the letter's row: no two lanes add to one
                 float4& t = mine[std::size_t(e.tokens[row]) * s.quads + i];
-                t = make_float4(t.x + out.x, t.y + out.y, t.z + out.z, t.w + out.w);
+                t = add4(t, out);
             } else {
                 store4(dx + at + 4 * i, out);
                 if (dx16) store4(dx16 + at + 4 * i, out);
@@ -307,19 +306,13 @@ __global__ void __launch_bounds__(row_warps * 32, norm_blocks_per_sm)
     __syncthreads();
     for (unsigned i = threadIdx.x; i < s.quads; i += blockDim.x) {
         float4 sum = partial[0][i];
-        for (int w = 1; w < row_warps; ++w) {
-            const float4 p = partial[w][i];
-            sum.x += p.x, sum.y += p.y, sum.z += p.z, sum.w += p.w;
-        }
+        for (int w = 1; w < row_warps; ++w) sum = add4(sum, partial[w][i]);
         store4(partials + (std::size_t(blockIdx.x) * s.quads + i) * 4, sum);
     }
     if (e.tokens)  // the warps' tables added in order (the __syncthreads above covers them)
         for (unsigned i = threadIdx.x; i < e.vocab * s.quads; i += blockDim.x) {
             float4 sum = table[i];
-            for (int w = 1; w < row_warps; ++w) {
-                const float4 p = table[std::size_t(w) * e.vocab * s.quads + i];
-                sum.x += p.x, sum.y += p.y, sum.z += p.z, sum.w += p.w;
-            }
+            for (int w = 1; w < row_warps; ++w) sum = add4(sum, table[std::size_t(w) * e.vocab * s.quads + i]);
             store4(e.partials + (std::size_t(blockIdx.x) * e.vocab * s.quads + i) * 4, sum);
         }
 }
@@ -521,16 +514,6 @@ struct HeadStep {
 };
 constexpr unsigned head_rows_most = 128, head_classes_most = 8, head_blocks_per_sm = 2;
 
-// v[k] = the warp's sum of v[k] for every k, the M butterflies interleaved (independent shuffles in
-// flight together; one after the other they are a chain of 5 M latencies).
-template <int M>
-__device__ void warp_sums(float (&v)[M]) {
-#pragma unroll
-    for (int s = 16; s >= 1; s /= 2)
-#pragma unroll
-        for (int k = 0; k < M; ++k) v[k] += __shfl_xor_sync(full_mask, v[k], s);
-}
-
 // A warp takes R consecutive rows at a time (R loads and R chains of sums in flight: one row at a
 // time, the kernel waited on each row's chain of shuffles, 244 us at T = 256, 1 TB/s). The gradient
 // of w is summed in the warp's slots of shared memory, which leaves registers for the R rows.
@@ -640,7 +623,6 @@ __global__ void __launch_bounds__(row_warps * 32, head_blocks_per_sm) head_step_
         for (int c = 0; c < NC; ++c) red_bias[warp][c] = acc_bias[c];
     __syncthreads();
     const unsigned t = threadIdx.x;
-    auto add4 = [](float4 s, float4 p) { return make_float4(s.x + p.x, s.y + p.y, s.z + p.z, s.w + p.w); };
     if (t < a.classes * a.quads) {
         const unsigned c = t / a.quads, i = t % a.quads;
         float4 s = red_w[0][c][i];
@@ -821,6 +803,11 @@ void embed_backward(const std::int32_t* tokens, const float* dx, float* dtable, 
 unsigned norm_backward_blocks() {
     return sm_count() * norm_blocks_per_sm;
 }
+// The grid of a kernel whose warps stride over the rows: one wave of `most` blocks, or fewer where
+// the rows (row_warps a block) do not fill it.
+unsigned row_blocks(std::size_t rows, unsigned most) {
+    return unsigned(std::max<std::size_t>(1, std::min<std::size_t>(most, (rows + row_warps - 1) / row_warps)));
+}
 
 bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 constexpr std::size_t below_2_32 = std::size_t(1) << 32;
@@ -845,6 +832,16 @@ void with_chunks(unsigned chunks, F&& f) {
     else if (chunks == 2) f(std::integral_constant<int, 2>{});
     else f(std::integral_constant<int, 4>{});
 }
+// The vectorised RMSNorm forward over the rows (tokens: the embedding's rows, as the kernel says).
+template <class Out>
+void norm_rows(const float* x, const float* g, Out* y, float* rinv, std::size_t rows, const RowShape& shape,
+               unsigned chunks, const std::int32_t* tokens, float* embedded, cudaStream_t stream) {
+    const unsigned blocks = unsigned((rows + row_warps - 1) / row_warps);
+    with_chunks(chunks, [&](auto ch) {
+        rmsnorm_forward_rows_kernel<decltype(ch)::value, Out>
+            <<<blocks, row_warps * 32, 0, stream>>>(x, g, y, rinv, unsigned(rows), shape, tokens, embedded);
+    });
+}
 
 void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, std::size_t rows, std::size_t width,
                      std::size_t group, cudaStream_t stream, bf16* y16) {
@@ -853,16 +850,8 @@ void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, std:
     const bool vector = vector_rows(rows, width, group, {x, y, reinterpret_cast<const float*>(y16)}, shape, chunks);
     if (y16 && !vector) throw std::invalid_argument("rmsnorm_forward: a bf16 output needs the row kernel's layout");
     if (vector) {
-        const unsigned blocks = unsigned((rows + row_warps - 1) / row_warps);
-        with_chunks(chunks, [&](auto ch) {
-            constexpr int CH = decltype(ch)::value;
-            if (y16)
-                rmsnorm_forward_rows_kernel<CH, bf16>
-                    <<<blocks, row_warps * 32, 0, stream>>>(x, g, y16, rinv, unsigned(rows), shape, nullptr, nullptr);
-            else
-                rmsnorm_forward_rows_kernel<CH, float>
-                    <<<blocks, row_warps * 32, 0, stream>>>(x, g, y, rinv, unsigned(rows), shape, nullptr, nullptr);
-        });
+        if (y16) norm_rows(x, g, y16, rinv, rows, shape, chunks, nullptr, nullptr, stream);
+        else norm_rows(x, g, y, rinv, rows, shape, chunks, nullptr, nullptr, stream);
     } else {
         rmsnorm_forward_kernel<<<blocks_for(rows * (width / group) * 32), threads, 0, stream>>>(x, g, y, rinv, rows,
                                                                                                width, group);
@@ -875,12 +864,7 @@ bool embed_and_norm(const std::int32_t* tokens, const float* table, float* x, co
     RowShape shape{};
     unsigned chunks = 0;
     if (!vector_rows(rows, d, d, {table, x, y}, shape, chunks)) return false;
-    const unsigned blocks = unsigned((rows + row_warps - 1) / row_warps);
-    with_chunks(chunks, [&](auto ch) {
-        constexpr int CH = decltype(ch)::value;
-        rmsnorm_forward_rows_kernel<CH, float>
-            <<<blocks, row_warps * 32, 0, stream>>>(table, g, y, rinv, unsigned(rows), shape, tokens, x);
-    });
+    norm_rows(table, g, y, rinv, rows, shape, chunks, tokens, x, stream);
     launched("embed_and_norm");
     return true;
 }
@@ -895,7 +879,7 @@ void rmsnorm_backward(const float* x, const float* g, const float* rinv, const f
     unsigned chunks = 0;
     if (aligned16(partials.scratch) &&
         vector_rows(rows, width, group, {x, dy, dx, reinterpret_cast<const float*>(dx16)}, shape, chunks)) {
-        const unsigned blocks = std::min(norm_backward_blocks(), unsigned((rows + row_warps - 1) / row_warps));
+        const unsigned blocks = row_blocks(rows, norm_backward_blocks());
         with_chunks(chunks, [&](auto ch) {
             constexpr int CH = decltype(ch)::value;
             rmsnorm_backward_rows_kernel<CH><<<blocks, row_warps * 32, 0, stream>>>(
@@ -933,7 +917,7 @@ bool rmsnorm_backward_embeds(std::size_t rows, std::size_t width, std::size_t vo
     return embed_rows_bytes(rows, width, vocab) > 0;
 }
 std::size_t rmsnorm_backward_embed_partials(std::size_t rows, std::size_t width, std::size_t vocab) {
-    return std::size_t(std::min(norm_backward_blocks(), unsigned((rows + row_warps - 1) / row_warps))) * vocab * width;
+    return std::size_t(row_blocks(rows, norm_backward_blocks())) * vocab * width;
 }
 void rmsnorm_backward_into_embedding(const float* x, const float* g, const float* rinv, const float* dy, const float* dx,
                                      float* dg, const std::int32_t* tokens, float* dtable, std::size_t rows,
@@ -945,7 +929,7 @@ void rmsnorm_backward_into_embedding(const float* x, const float* g, const float
     if (!bytes || !aligned16(partials.scratch) || !aligned16(embed_partials.scratch) ||
         !vector_rows(rows, width, width, {x, dy, dx}, shape, chunks))
         throw std::invalid_argument("rmsnorm_backward_into_embedding: not where rmsnorm_backward_embeds");
-    const unsigned blocks = std::min(norm_backward_blocks(), unsigned((rows + row_warps - 1) / row_warps));
+    const unsigned blocks = row_blocks(rows, norm_backward_blocks());
     const EmbedRows e{tokens, embed_partials.scratch, unsigned(vocab)};
     with_chunks(chunks, [&](auto ch) {
         constexpr int CH = decltype(ch)::value;
@@ -1042,20 +1026,16 @@ void cross_entropy(const float* logits, const std::int32_t* targets, float* dlog
 
 namespace {
 // Blocks of head_step: one wave (its launch bounds guarantee head_blocks_per_sm), rows striding.
-unsigned head_step_blocks(std::size_t rows) {
-    const std::size_t most = sm_count() * head_blocks_per_sm;
-    return unsigned(std::max<std::size_t>(1, std::min<std::size_t>(most, (rows + row_warps - 1) / row_warps)));
-}
+unsigned head_step_blocks(std::size_t rows) { return row_blocks(rows, sm_count() * head_blocks_per_sm); }
 // The three partial-sum arrays of head_step, each from a 256-byte boundary.
 struct HeadPartials {
     std::size_t w, bias, g, total;
 };
 HeadPartials head_partials(std::size_t rows, std::size_t d, std::size_t classes) {
     const std::size_t blocks = head_step_blocks(rows);
-    auto whole = [](std::size_t floats) { return (floats + 63) / 64 * 64; };
     HeadPartials h{};
-    h.w = 0, h.bias = whole(blocks * classes * d), h.g = h.bias + whole(blocks * classes);
-    h.total = h.g + whole(blocks * d);
+    h.w = 0, h.bias = partials_region(blocks * classes * d), h.g = h.bias + partials_region(blocks * classes);
+    h.total = h.g + partials_region(blocks * d);
     return h;
 }
 }  // namespace

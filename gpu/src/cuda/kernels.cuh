@@ -48,6 +48,9 @@ struct Partials {
     float* scratch;
     std::vector<PartialSum>* sums;
 };
+// Floats rounded up to whole 256-byte blocks: a scratch region, or an array inside one, that keeps
+// what follows it 16-byte aligned.
+inline std::size_t partials_region(std::size_t floats) { return (floats + 63) / 64 * 64; }
 // Every sum of the list in one launch per 32 sums.
 void add_partial_sums(const std::vector<PartialSum>& sums, cudaStream_t stream);
 
@@ -164,10 +167,9 @@ void delta_forward(const DeltaShape& s, const float* pre, const float* conv, con
                    float* final, cudaStream_t stream);
 // The same forward in chunks of 16 steps on the FP64 tensor cores (delta_chunked.cu), for one factor
 // and head_dim 32 on a GPU of sm_80 or later with FP64 at half the FP32 rate (A100, H100, H200);
-// returns false, launching nothing, for other shapes and GPUs and where s.chunks is false. KT: the
-// taps padded to 4 or 8.
-bool delta_forward_in_chunks(const DeltaShape& s, std::size_t KT, const float* pre, const float* conv,
-                             const float* zbeta, float* o, float* u, float* final, cudaStream_t stream);
+// returns false, launching nothing, for other shapes and GPUs and where s.chunks is false.
+bool delta_forward_in_chunks(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o,
+                             float* u, float* final, cudaStream_t stream);
 // One reverse pass that rebuilds S_{t-1} = S_t - beta k u^T, step by step. Out: dpre (the
 // projections' gradient, through the L2 norms, the SiLU and the conv), dconv (+=, summed over the
 // words in a fixed order), dzbeta. (Where the chunked kernels run, delta_backward_through_norm.)

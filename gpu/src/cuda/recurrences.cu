@@ -682,7 +682,7 @@ std::size_t diagonal_shared_bytes(std::size_t K) { return recurrence_shared_byte
 
 void delta_forward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
                    float* final, cudaStream_t stream) {
-    if (delta_forward_in_chunks(s, conv_tap_length(s.K), pre, conv, zbeta, o, u, final, stream)) return;
+    if (delta_forward_in_chunks(s, pre, conv, zbeta, o, u, final, stream)) return;
     const std::size_t slots = delta_slots(s.F);
     const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.ld, s.K, slots, false};
     launch_groups("delta_forward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
