@@ -68,6 +68,11 @@ __device__ void dmma(double (&d)[2], double a, double b) {
 // chunked backward 1850 -> 1658 us a layer at T = 256, the forward 602 -> 585 us (H200, ncu), with
 // errors against the fp64 reference 2-3x smaller. The FP64 tensor cores run at half the FP32 rate on
 // the data-centre GPUs (A100, H100, H200) only: chunked_kernels_run() checks that.
+// Plain TF32 products (one mma.m16n8k8 a tile, operands rounded by cvt.rna) under --matmul tf32 made
+// both kernels ~10% faster (the step 3-4%), with errors against the reference no larger than the
+// TF32 projections' own; but parity, trained on lengths 3-40, reached scaled accuracy 1.0 on lengths
+// 40-256 for 1 seed of 12 against 7 of 12 with these products (docs/PERFORMANCE.md, 2026-11-26,
+// fourth session): the state's updates must be exact for length generalisation, whatever --matmul says.
 template <int KS, int NT, class AT, class BT>
 __device__ void product(float (&d)[NT][4], AT A, BT B, int g, int q) {
     double acc[NT][2][2];
