@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <ostream>
 
@@ -145,6 +146,20 @@ struct CpuRun {
         if (resumed) params = narrow<S>(resumed->params), m = narrow<S>(resumed->m), v = narrow<S>(resumed->v);
         else init_parameters<S>(options.model, layout, options.seed, params);
     }
+    // A step in two halves as on the GPU (CudaRun); here the second does the work, in the order begun
+    // (the caller keeps the batches until then).
+    struct Begun {
+        const Batch* batch;
+        std::size_t step;
+        double lr;
+    };
+    std::deque<Begun> begun;
+    void begin_step(const Batch& batch, std::size_t step, double lr) { begun.push_back({&batch, step, lr}); }
+    StepOutcome end_step() {
+        const Begun b = begun.front();
+        begun.pop_front();
+        return step(*b.batch, b.step, b.lr);
+    }
     StepOutcome step(const Batch& batch, std::size_t step, double lr) {
         StepOutcome out;
         out.loss = loss_and_gradient<S>(options.model, layout, params, batch, ws, grads);
@@ -194,9 +209,13 @@ struct CudaRun {
         }
         upload_parameters(session, params);
     }
-    StepOutcome step(const Batch& batch, std::size_t step, double lr) {
-        const CudaStepResult r = cuda_train_step(session, batch, options.adamw, step, lr);
-        return {r.loss, r.grad_norm, r.correct, labelled_positions(batch)};
+    // Up to two steps in flight: the host samples and stages the next batch while a step runs.
+    void begin_step(const Batch& batch, std::size_t step, double lr) {
+        cuda_start_step(session, batch, options.adamw, step, lr);
+    }
+    StepOutcome end_step() {
+        const CudaStepResult r = cuda_finish_step(session);
+        return {r.loss, r.grad_norm, r.correct, r.labelled};
     }
     Evaluation evaluate() {
         return evaluate_on_cuda(session, task, options.test_len, options.eval_words, options.seed,
@@ -251,10 +270,21 @@ nlohmann::json train_impl(const Task& task, const TrainOptions& options, std::os
     for (const auto& record : state.history)
         if (const double a = record["eval"]["scaled_accuracy"].get<double>(); a > best) best = a, best_step = record["step"].get<std::size_t>();
     const std::size_t last_step = options.stop_at ? options.stop_at : options.steps;
+    // Each step's batch is sampled, and the step begun, while the step before it runs (on the GPU;
+    // on the CPU begin_step does the work): the batches of the steps begun and not ended, oldest first.
+    std::deque<Batch> begun;
+    auto begin_step = [&](std::size_t step) {
+        begun.push_back(sample_batch(task, options.batch, options.train_len, options.seed, step + 1));
+        run.begin_step(begun.back(), step, learning_rate(options.adamw, step, options.steps));
+    };
     for (std::size_t step = first_step; step < last_step; ++step) {
-        const Batch batch = sample_batch(task, options.batch, options.train_len, options.seed, step + 1);
+        if (begun.empty()) begin_step(step);
+        // the next step goes in before this one ends, unless an evaluation comes between them
+        if (const std::size_t next = step + 1; next < last_step && next % eval_every != 0) begin_step(next);
+        const StepOutcome outcome = run.end_step();
+        const Batch batch = std::move(begun.front());
+        begun.pop_front();
         const double lr = learning_rate(options.adamw, step, options.steps);
-        const StepOutcome outcome = run.step(batch, step, lr);
         if (!std::isfinite(outcome.loss) || !std::isfinite(outcome.norm)) {
             const std::string kept = have_checkpoint
                                          ? fmt::format("the last good checkpoint (step {}) is kept in {}", last_good, checkpoint_path)

@@ -696,6 +696,117 @@ TEST(CudaBackend, TrainingRepeatsBitForBit) {
     }
 }
 
+// Steps begun while the one before runs (cuda_start_step, two in flight, as the trainer runs them)
+// give the bits of steps taken one at a time: the same losses, norms and counts, and the same
+// weights and moments after them. The shapes change between steps, so a graph is captured for a new
+// shape in each slot while a step runs, and the workspace grows while a step is in flight.
+TEST(CudaBackend, PipelinedStepsEqualSingleSteps) {
+    SKIP_WITHOUT_GPU();
+    struct Case {
+        const char* model;
+        bool graphs;
+    };
+    for (const Case k : {Case{"deltanet", true}, Case{"mamba", true}, Case{"deltanet", false}, Case{"lstm", true}}) {
+        SCOPED_TRACE(std::string(k.model) + (k.graphs ? " graphs" : " no graphs"));
+        const auto c = config_for(k.model, EigRange::signed_unit, k.model == std::string("lstm") ? 30 : 32, k.model == std::string("lstm") ? 1 : 2);
+        const auto layout = parameter_layout(c);
+        const auto wd = random_params(layout, 811);
+        const std::vector<float> w0(wd.begin(), wd.end());
+        AdamWOptions o;
+        o.lr = 3e-3;
+        const std::size_t lengths[] = {40, 40, 12, 40, 12, 64, 64, 40, 64};  // 64: the workspace grows
+        std::vector<Batch> batches;
+        for (std::size_t i = 0; i < std::size(lengths); ++i)
+            batches.push_back(random_batch(48, lengths[i], c.vocab, c.classes, 900 + i));
+        struct Run {
+            std::vector<CudaStepResult> results;
+            std::vector<float> w, m, v;
+        };
+        auto finish_run = [&](CudaSession& session, Run& r) {
+            r.w.assign(layout.total, NAN), r.m.assign(layout.total, NAN), r.v.assign(layout.total, NAN);
+            download_parameters(session, r.w);
+            download_moments(session, r.m, r.v);
+        };
+        Run single, pipelined;
+        {
+            CudaSession session = make_cuda_session(c, {MatmulPrecision::tf32, k.graphs, true});  // poisoned
+            upload_parameters(session, w0);
+            for (std::size_t i = 0; i < batches.size(); ++i)
+                single.results.push_back(cuda_train_step(session, batches[i], o, i, o.lr));
+            finish_run(session, single);
+        }
+        {
+            CudaSession session = make_cuda_session(c, {MatmulPrecision::tf32, k.graphs, true});
+            upload_parameters(session, w0);
+            cuda_start_step(session, batches[0], o, 0, o.lr);
+            for (std::size_t i = 0; i < batches.size(); ++i) {
+                if (i + 1 < batches.size()) {
+                    const Batch copy = batches[i + 1];
+                    cuda_start_step(session, copy, o, i + 1, o.lr);  // staged: the copy may go at once
+                    EXPECT_EQ(cuda_steps_in_flight(session), 2u);
+                }
+                pipelined.results.push_back(cuda_finish_step(session));
+            }
+            EXPECT_EQ(cuda_steps_in_flight(session), 0u);
+            finish_run(session, pipelined);
+        }
+        ASSERT_EQ(single.results.size(), pipelined.results.size());
+        for (std::size_t i = 0; i < batches.size(); ++i) {
+            SCOPED_TRACE("step " + std::to_string(i));
+            EXPECT_EQ(single.results[i].loss, pipelined.results[i].loss);
+            EXPECT_EQ(single.results[i].grad_norm, pipelined.results[i].grad_norm);
+            EXPECT_EQ(single.results[i].correct, pipelined.results[i].correct);
+            EXPECT_EQ(pipelined.results[i].labelled, labelled_positions(batches[i]));
+            EXPECT_GT(pipelined.results[i].loss, 0.0);
+        }
+        EXPECT_NE(single.results[0].loss, single.results[1].loss);  // the steps differ: a swap would show
+        EXPECT_EQ(bitwise_differences(single.w, pipelined.w), 0u);
+        EXPECT_EQ(bitwise_differences(single.m, pipelined.m), 0u);
+        EXPECT_EQ(bitwise_differences(single.v, pipelined.v), 0u);
+        EXPECT_NE(pipelined.w, w0);
+    }
+}
+
+// The pipeline's contract: at most two steps in flight, finish only what was started, and no other
+// call while a step is in flight; a refused batch leaves the step in flight as it was.
+TEST(CudaBackend, PipelinedStepsRefuseMisuse) {
+    SKIP_WITHOUT_GPU();
+    const auto c = config_for("deltanet", EigRange::unit, 32, 2);
+    const auto layout = parameter_layout(c);
+    const auto wd = random_params(layout, 812);
+    const std::vector<float> w0(wd.begin(), wd.end());
+    AdamWOptions o;
+    const Batch a = random_batch(16, 20, c.vocab, c.classes, 1), b = random_batch(16, 20, c.vocab, c.classes, 2);
+    CudaSession reference = make_cuda_session(c);
+    upload_parameters(reference, w0);
+    const CudaStepResult want = cuda_train_step(reference, a, o, 0, o.lr);
+
+    CudaSession session = make_cuda_session(c);
+    upload_parameters(session, w0);
+    EXPECT_THROW(cuda_finish_step(session), std::logic_error);
+    cuda_start_step(session, a, o, 0, o.lr);
+    Batch bad = b;
+    bad.tokens[5] = 9;  // outside the vocabulary
+    EXPECT_THROW(cuda_start_step(session, bad, o, 1, o.lr), InputError);
+    EXPECT_EQ(cuda_steps_in_flight(session), 1u);
+    std::vector<float> logits, w(layout.total);
+    EXPECT_THROW(cuda_forward(session, b, logits), std::logic_error);
+    EXPECT_THROW(download_parameters(session, w), std::logic_error);
+    EXPECT_THROW(upload_parameters(session, w0), std::logic_error);
+    EXPECT_THROW(cuda_train_step(session, b, o, 1, o.lr), std::logic_error);
+    EXPECT_THROW(cuda_loss_gradient_correct(session, b), std::logic_error);
+    cuda_start_step(session, b, o, 1, o.lr);
+    EXPECT_THROW(cuda_start_step(session, b, o, 2, o.lr), std::logic_error);  // a third
+    EXPECT_EQ(cuda_steps_in_flight(session), 2u);
+    const CudaStepResult got = cuda_finish_step(session);
+    EXPECT_EQ(got.loss, want.loss);
+    EXPECT_EQ(got.grad_norm, want.grad_norm);
+    EXPECT_EQ(got.correct, want.correct);
+    EXPECT_EQ(cuda_finish_step(session).loss, cuda_train_step(reference, b, o, 1, o.lr).loss);
+    EXPECT_THROW(cuda_finish_step(session), std::logic_error);
+    EXPECT_NO_THROW(cuda_forward(session, b, logits));
+}
+
 TEST(CudaBackend, BadInputIsRejected) {
     SKIP_WITHOUT_GPU();
     EXPECT_THROW(make_cuda_session(config_for("deltanet", EigRange::unit, 64, 1)), InputError);  // head_dim 64

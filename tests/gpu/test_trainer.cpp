@@ -11,6 +11,7 @@
 #include "statetrack/automata/files.hpp"
 #include "statetrack/automata/formats.hpp"
 #include "statetrack/automata/zoo.hpp"
+#include "statetrack/gpu/cuda_backend.hpp"
 #include "statetrack/gpu/spectra.hpp"
 #include "statetrack/gpu/trainer.hpp"
 
@@ -228,6 +229,39 @@ TEST(Trainer, ResumeContinuesBitIdentically) {
             train(task, o, nullptr);
             EXPECT_NE(read_checkpoint((straight / "checkpoint.bin").string()).params,
                       read_checkpoint((other / "checkpoint.bin").string()).params);
+        }
+}
+
+// The trainer begins each step while the one before runs, except across an evaluation. With an
+// evaluation after every step no two steps are ever in flight: the weights must come out the same,
+// to the bit, as with evaluations every 4 steps (up to two in flight), on the CPU and, where there is
+// one, on the GPU (with its resume across the pipeline's boundary).
+TEST(Trainer, StepsBegunAheadTrainAsStepsOneAtATime) {
+    const Task task{parity_dfa(), "parity", LabelMode::final_position, Target::accept};
+    std::vector<Device> devices{Device::cpu};
+    if (cuda_available()) devices.push_back(Device::cuda);
+    for (Device device : devices)
+        for (const char* model : {"deltanet", "mamba"}) {
+            SCOPED_TRACE(std::string(model) + (device == Device::cuda ? " cuda" : " cpu"));
+            const auto ahead = fresh_dir("ahead"), one = fresh_dir("one"), split = fresh_dir("split");
+            TrainOptions o = tiny_options(model, ahead);
+            // evaluations at steps 4, 8 and 10; head_dim 32 on the GPU: its chunked delta rule
+            o.device = device, o.model.d_model = device == Device::cuda ? 64 : 16, o.steps = 10, o.eval_every = 4;
+            train(task, o, nullptr);
+            const Checkpoint a = read_checkpoint((ahead / "checkpoint.bin").string());
+            o.out_dir = one.string(), o.eval_every = 1;
+            train(task, o, nullptr);
+            const Checkpoint b = read_checkpoint((one / "checkpoint.bin").string());
+            EXPECT_EQ(a.step, 10u);
+            EXPECT_EQ(a.params, b.params);
+            EXPECT_EQ(a.m, b.m);
+            EXPECT_EQ(a.v, b.v);
+            EXPECT_EQ(a.history.back()["eval"], b.history.back()["eval"]);
+            o.out_dir = split.string(), o.eval_every = 4, o.stop_at = 8;
+            train(task, o, nullptr);
+            o.stop_at = 0, o.resume = true;
+            train(task, o, nullptr);
+            expect_same_run(a, read_checkpoint((split / "checkpoint.bin").string()));
         }
 }
 

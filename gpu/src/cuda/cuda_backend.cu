@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <array>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <tuple>
 #include <stdexcept>
@@ -198,12 +200,23 @@ struct CudaSessionState {
     std::size_t work_floats = 0;
     StepParams* params_device = nullptr;
     StepResults* results_device = nullptr;
-    StepParams* params_host = nullptr;    // pinned
-    StepResults* results_host = nullptr;  // pinned
-    std::int32_t* batch_host = nullptr;   // pinned tokens, targets, then the word lengths
-    std::size_t batch_host_capacity = 0;  // int32 values
-    std::size_t labelled = 0;             // the staged batch's labelled positions (targets >= 0)
-    std::map<std::pair<std::size_t, std::size_t>, Graph> graphs;
+    // The host side of a batch call, twice over, so that a training step can be staged and enqueued
+    // while the one before it runs (cuda_start_step): the GPU need not idle while the host samples,
+    // stages and launches. A slot's buffers are pinned; `done` follows its step on the stream.
+    struct Slot {
+        std::int32_t* batch_host = nullptr;   // tokens, targets, then the word lengths
+        std::size_t batch_host_capacity = 0;  // int32 values
+        StepParams* params_host = nullptr;
+        StepResults* results_host = nullptr;
+        std::size_t labelled = 0;  // the staged batch's labelled positions (targets >= 0)
+        cudaEvent_t done = nullptr;
+    };
+    std::array<Slot, 2> slots;
+    std::size_t current = 0;            // the slot the last batch was staged in
+    std::deque<std::size_t> in_flight;  // the slots of the steps started and not finished, oldest first
+    Slot& slot() { return slots[current]; }
+    // captured training steps by batch shape (B, T) and slot: each graph copies from its slot's buffers
+    std::map<std::tuple<std::size_t, std::size_t, std::size_t>, Graph> graphs;
     std::size_t bytes = 0;
 
     void drop_graphs() {
@@ -212,6 +225,7 @@ struct CudaSessionState {
     }
     ~CudaSessionState() {
         cudaSetDevice(device);
+        if (stream) cudaStreamSynchronize(stream);  // steps still in flight read the buffers freed below
         drop_graphs();
         for (auto& [shape, r] : residual_products) free_descriptors(r);
         if (lt) cublasLtDestroy(lt);
@@ -222,8 +236,11 @@ struct CudaSessionState {
                         blas_side_workspace, (void*)work,
                         (void*)params_device, (void*)results_device})
             if (p) cudaFree(p);
-        for (void* p : {(void*)params_host, (void*)results_host, (void*)batch_host})
-            if (p) cudaFreeHost(p);
+        for (Slot& k : slots) {
+            for (void* p : {(void*)k.params_host, (void*)k.results_host, (void*)k.batch_host})
+                if (p) cudaFreeHost(p);
+            if (k.done) cudaEventDestroy(k.done);
+        }
         if (stream) cudaStreamDestroy(stream);
         if (side) cudaStreamDestroy(side);
     }
@@ -620,13 +637,14 @@ void reserve(CudaSessionState& s, const Plan& p) {
         s.work_floats = p.total;
     }
     const std::size_t need = 2 * p.N + p.B;
-    if (s.batch_host_capacity < need) {
+    CudaSessionState::Slot& k = s.slot();
+    if (k.batch_host_capacity < need) {
         STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
-        if (s.batch_host) STATETRACK_CUDA(cudaFreeHost(s.batch_host));
-        s.batch_host = nullptr;
+        if (k.batch_host) STATETRACK_CUDA(cudaFreeHost(k.batch_host));
+        k.batch_host = nullptr;
         s.drop_graphs();  // graphs copy from the old staging buffer
-        STATETRACK_CUDA(cudaMallocHost(&s.batch_host, need * sizeof(std::int32_t)));
-        s.batch_host_capacity = need;
+        STATETRACK_CUDA(cudaMallocHost(&k.batch_host, need * sizeof(std::int32_t)));
+        k.batch_host_capacity = need;
     }
 }
 
@@ -656,7 +674,7 @@ void stage_batch(const CudaSession& session, CudaSessionState& s, const Batch& b
     const auto classes = std::uint32_t(std::min<std::size_t>(session.config.classes, UINT32_MAX));
     const std::int32_t* tokens = batch.tokens.data();
     const std::int32_t* targets = batch.targets.data();
-    std::int32_t* staged = s.batch_host;
+    std::int32_t* staged = s.slot().batch_host;
     std::uint32_t bad_token = 0, bad_target = 0;
     std::size_t labelled = 0;
     for (std::size_t i = 0; i < N; ++i) {
@@ -672,16 +690,17 @@ void stage_batch(const CudaSession& session, CudaSessionState& s, const Batch& b
     if (bad_token) throw InputError("batch", "", "token outside the vocabulary");
     if (bad_target) throw InputError("batch", "", "target outside the classes");
     for (std::size_t b = 0; b < batch.batch; ++b) staged[2 * N + b] = std::int32_t(word_length(batch, b));
-    s.labelled = labelled;
+    s.slot().labelled = labelled;
 }
 void enqueue_upload(CudaSessionState& s, const Plan& p) {
-    STATETRACK_CUDA(cudaMemcpyAsync(s.work + p.tokens, s.batch_host, p.N * sizeof(std::int32_t), cudaMemcpyHostToDevice,
+    const CudaSessionState::Slot& k = s.slot();
+    STATETRACK_CUDA(cudaMemcpyAsync(s.work + p.tokens, k.batch_host, p.N * sizeof(std::int32_t), cudaMemcpyHostToDevice,
                                     s.stream));
-    STATETRACK_CUDA(cudaMemcpyAsync(s.work + p.targets, s.batch_host + p.N, p.N * sizeof(std::int32_t),
+    STATETRACK_CUDA(cudaMemcpyAsync(s.work + p.targets, k.batch_host + p.N, p.N * sizeof(std::int32_t),
                                     cudaMemcpyHostToDevice, s.stream));
-    STATETRACK_CUDA(cudaMemcpyAsync(s.work + p.lengths, s.batch_host + 2 * p.N, p.B * sizeof(std::int32_t),
+    STATETRACK_CUDA(cudaMemcpyAsync(s.work + p.lengths, k.batch_host + 2 * p.N, p.B * sizeof(std::int32_t),
                                     cudaMemcpyHostToDevice, s.stream));
-    STATETRACK_CUDA(cudaMemcpyAsync(s.params_device, s.params_host, sizeof(StepParams), cudaMemcpyHostToDevice, s.stream));
+    STATETRACK_CUDA(cudaMemcpyAsync(s.params_device, k.params_host, sizeof(StepParams), cudaMemcpyHostToDevice, s.stream));
     STATETRACK_CUDA(cudaMemsetAsync(s.results_device, 0, sizeof(StepResults), s.stream));
 }
 
@@ -701,13 +720,14 @@ void enqueue_adamw(CudaSession& session) {
     if (s.params16) to_bf16(s.params, s.params16, session.layout.total, s.stream);
 }
 void enqueue_results(CudaSessionState& s) {
-    STATETRACK_CUDA(cudaMemcpyAsync(s.results_host, s.results_device, sizeof(StepResults), cudaMemcpyDeviceToHost, s.stream));
+    STATETRACK_CUDA(
+        cudaMemcpyAsync(s.slot().results_host, s.results_device, sizeof(StepResults), cudaMemcpyDeviceToHost, s.stream));
 }
 
 void set_step_params(CudaSessionState& s, const AdamWOptions* o, std::size_t step, double lr) {
-    StepParams& h = *s.params_host;
+    StepParams& h = *s.slot().params_host;
     h = StepParams{};
-    h.count = float(s.labelled);
+    h.count = float(s.slot().labelled);
     if (o) {
         h.lr = float(lr), h.decay = float(1 - lr * o->weight_decay);
         h.c1 = float(1 - std::pow(o->beta1, double(step + 1)));
@@ -716,11 +736,15 @@ void set_step_params(CudaSessionState& s, const AdamWOptions* o, std::size_t ste
     }
 }
 
+// The results of a slot's step, once its work on the stream is done.
+CudaStepResult slot_results(const CudaSessionState::Slot& k) {
+    const std::size_t count = k.labelled;
+    return {count ? k.results_host->loss_sum / double(count) : 0.0, std::sqrt(k.results_host->grad_sq),
+            std::size_t(k.results_host->correct), count};
+}
 CudaStepResult finish(CudaSessionState& s) {
     STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
-    const std::size_t count = s.labelled;
-    return {count ? s.results_host->loss_sum / double(count) : 0.0, std::sqrt(s.results_host->grad_sq),
-            std::size_t(s.results_host->correct)};
+    return slot_results(s.slot());
 }
 
 // Every call runs on the session's GPU, whichever device the calling thread had current.
@@ -729,19 +753,28 @@ CudaSessionState& on_device(const CudaSession& session) {
     STATETRACK_CUDA(cudaSetDevice(s.device));
     return s;
 }
+// The same for the calls other than cuda_start_step and cuda_finish_step: no step may be in flight
+// (they would stage into a slot a step still reads, or read weights a step is changing).
+CudaSessionState& idle_on_device(const CudaSession& session) {
+    CudaSessionState& s = on_device(session);
+    if (!s.in_flight.empty())
+        throw std::logic_error("CUDA session: " + std::to_string(s.in_flight.size()) +
+                               " training step(s) in flight; cuda_finish_step first");
+    return s;
+}
 
 // A parameter-shaped buffer (weights, gradients, moments) between the host, in the canonical order,
 // and the device, in the device's.
 void copy_to_device(const CudaSession& session, float* dst, std::span<const float> src) {
     if (src.size() != session.layout.total) throw InputError("parameters", "", "size does not match the layout");
-    const CudaSessionState& s = on_device(session);
+    const CudaSessionState& s = idle_on_device(session);
     std::vector<float> ordered(s.layout.total);
     reorder_parameters(session.layout, src, s.layout, ordered);
     STATETRACK_CUDA(cudaMemcpy(dst, ordered.data(), ordered.size() * sizeof(float), cudaMemcpyHostToDevice));
 }
 void copy_to_host(const CudaSession& session, std::span<float> dst, const float* src) {
     if (dst.size() != session.layout.total) throw InputError("parameters", "", "size does not match the layout");
-    const CudaSessionState& s = on_device(session);
+    const CudaSessionState& s = idle_on_device(session);
     STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
     std::vector<float> ordered(s.layout.total);
     STATETRACK_CUDA(cudaMemcpy(ordered.data(), src, ordered.size() * sizeof(float), cudaMemcpyDeviceToHost));
@@ -858,8 +891,11 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
     STATETRACK_CUDA(cudaMemcpy(s.decay_mask, mask.data(), total, cudaMemcpyHostToDevice));
     s.params_device = device_alloc<StepParams>(s, 1);
     s.results_device = device_alloc<StepResults>(s, 1);
-    STATETRACK_CUDA(cudaMallocHost(&s.params_host, sizeof(StepParams)));
-    STATETRACK_CUDA(cudaMallocHost(&s.results_host, sizeof(StepResults)));
+    for (CudaSessionState::Slot& k : s.slots) {
+        STATETRACK_CUDA(cudaMallocHost(&k.params_host, sizeof(StepParams)));
+        STATETRACK_CUDA(cudaMallocHost(&k.results_host, sizeof(StepResults)));
+        STATETRACK_CUDA(cudaEventCreateWithFlags(&k.done, cudaEventDisableTiming));
+    }
     return session;
 }
 
@@ -887,6 +923,7 @@ void download_gradients(const CudaSession& session, std::span<float> grads) {
 }
 
 void cuda_forward(CudaSession& session, const Batch& batch, std::vector<float>& logits) {
+    idle_on_device(session);
     const Plan p = prepare(session, batch, false, nullptr, 0, 0);
     CudaSessionState& s = *session.state;
     poison(session);
@@ -903,6 +940,7 @@ double cuda_loss_and_gradient(CudaSession& session, const Batch& batch) {
 }
 
 CudaStepResult cuda_loss_gradient_correct(CudaSession& session, const Batch& batch) {
+    idle_on_device(session);
     const Plan p = prepare(session, batch, true, nullptr, 0, 0);
     CudaSessionState& s = *session.state;
     poison(session);
@@ -912,21 +950,25 @@ CudaStepResult cuda_loss_gradient_correct(CudaSession& session, const Batch& bat
 }
 
 CudaStepResult cuda_adamw_step(CudaSession& session, const AdamWOptions& options, std::size_t step, double lr) {
-    CudaSessionState& s = on_device(session);
+    CudaSessionState& s = idle_on_device(session);
     STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
-    // the count stays the last batch's (s.labelled); only the optimizer fields change
+    // the count stays the last batch's (its slot's labelled); only the optimizer fields change
     set_step_params(s, &options, step, lr);
-    STATETRACK_CUDA(cudaMemcpyAsync(s.params_device, s.params_host, sizeof(StepParams), cudaMemcpyHostToDevice, s.stream));
+    STATETRACK_CUDA(
+        cudaMemcpyAsync(s.params_device, s.slot().params_host, sizeof(StepParams), cudaMemcpyHostToDevice, s.stream));
     enqueue_adamw(session);
     enqueue_results(s);
     STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
-    return {0.0, std::sqrt(s.results_host->grad_sq)};
+    return {0.0, std::sqrt(s.slot().results_host->grad_sq)};
 }
 
-CudaStepResult cuda_train_step(CudaSession& session, const Batch& batch, const AdamWOptions& options,
-                               std::size_t step, double lr) {
+void cuda_start_step(CudaSession& session, const Batch& batch, const AdamWOptions& options, std::size_t step, double lr) {
+    CudaSessionState& s = on_device(session);
+    if (s.in_flight.size() == s.slots.size())
+        throw std::logic_error("cuda_start_step: two steps in flight already; cuda_finish_step first");
+    // the slot no step in flight uses (the other one's buffers are still read by its step)
+    s.current = s.in_flight.empty() ? s.current : 1 - s.in_flight.front();
     const Plan p = prepare(session, batch, true, &options, step, lr);
-    CudaSessionState& s = *session.state;
     auto enqueue_step = [&] {
         enqueue_loss_and_gradient(session, p);
         enqueue_adamw(session);
@@ -935,29 +977,48 @@ CudaStepResult cuda_train_step(CudaSession& session, const Batch& batch, const A
     poison(session);
     if (!session.options.graphs) {
         enqueue_step();
-        return finish(s);
-    }
-    const auto shape = std::make_pair(p.B, p.T);
-    auto found = s.graphs.find(shape);
-    if (found == s.graphs.end()) {
-        cudaGraph_t graph = nullptr;
-        STATETRACK_CUDA(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
-        try {
-            enqueue_step();
-        } catch (...) {
-            cudaStreamEndCapture(s.stream, &graph);
-            if (graph) cudaGraphDestroy(graph);
-            throw;
+    } else {
+        const auto shape = std::make_tuple(p.B, p.T, s.current);
+        auto found = s.graphs.find(shape);
+        if (found == s.graphs.end()) {
+            cudaGraph_t graph = nullptr;
+            STATETRACK_CUDA(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+            try {
+                enqueue_step();
+            } catch (...) {
+                cudaStreamEndCapture(s.stream, &graph);
+                if (graph) cudaGraphDestroy(graph);
+                throw;
+            }
+            STATETRACK_CUDA(cudaStreamEndCapture(s.stream, &graph));
+            Graph g;
+            const cudaError_t status = cudaGraphInstantiate(&g.exec, graph, 0);
+            cudaGraphDestroy(graph);
+            STATETRACK_CUDA(status);
+            found = s.graphs.emplace(shape, g).first;
         }
-        STATETRACK_CUDA(cudaStreamEndCapture(s.stream, &graph));
-        Graph g;
-        const cudaError_t status = cudaGraphInstantiate(&g.exec, graph, 0);
-        cudaGraphDestroy(graph);
-        STATETRACK_CUDA(status);
-        found = s.graphs.emplace(shape, g).first;
+        STATETRACK_CUDA(cudaGraphLaunch(found->second.exec, s.stream));
     }
-    STATETRACK_CUDA(cudaGraphLaunch(found->second.exec, s.stream));
-    return finish(s);
+    STATETRACK_CUDA(cudaEventRecord(s.slot().done, s.stream));
+    s.in_flight.push_back(s.current);
+}
+
+CudaStepResult cuda_finish_step(CudaSession& session) {
+    CudaSessionState& s = on_device(session);
+    if (s.in_flight.empty()) throw std::logic_error("cuda_finish_step: no step in flight");
+    const CudaSessionState::Slot& k = s.slots[s.in_flight.front()];
+    s.in_flight.pop_front();
+    STATETRACK_CUDA(cudaEventSynchronize(k.done));
+    return slot_results(k);
+}
+
+std::size_t cuda_steps_in_flight(const CudaSession& session) { return session.state->in_flight.size(); }
+
+CudaStepResult cuda_train_step(CudaSession& session, const Batch& batch, const AdamWOptions& options,
+                               std::size_t step, double lr) {
+    idle_on_device(session);
+    cuda_start_step(session, batch, options, step, lr);
+    return cuda_finish_step(session);
 }
 
 bool cuda_runs_chunked(const CudaSession& session) {

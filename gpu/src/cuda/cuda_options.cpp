@@ -56,6 +56,9 @@ double cuda_loss_and_gradient(CudaSession&, const Batch&) { not_built(); }
 CudaStepResult cuda_loss_gradient_correct(CudaSession&, const Batch&) { not_built(); }
 CudaStepResult cuda_adamw_step(CudaSession&, const AdamWOptions&, std::size_t, double) { not_built(); }
 CudaStepResult cuda_train_step(CudaSession&, const Batch&, const AdamWOptions&, std::size_t, double) { not_built(); }
+void cuda_start_step(CudaSession&, const Batch&, const AdamWOptions&, std::size_t, double) { not_built(); }
+CudaStepResult cuda_finish_step(CudaSession&) { not_built(); }
+std::size_t cuda_steps_in_flight(const CudaSession&) { return 0; }
 bool cuda_runs_chunked(const CudaSession&) { not_built(); }
 std::size_t cuda_session_bytes(const CudaSession&) { return 0; }
 std::size_t cuda_device_bytes_in_use() { return 0; }

@@ -78,7 +78,8 @@ void download_gradients(const CudaSession& session, std::span<float> grads);
 // The result of one training step.
 struct CudaStepResult {
     double loss = 0, grad_norm = 0;
-    std::size_t correct = 0;  // labelled positions whose argmax (first maximum) is the target
+    std::size_t correct = 0;   // labelled positions whose argmax (first maximum) is the target
+    std::size_t labelled = 0;  // the batch's labelled positions (targets >= 0)
 };
 
 // Forward pass only; the logits, row-major [B*T][classes], come back into `logits`.
@@ -98,6 +99,15 @@ CudaStepResult cuda_adamw_step(CudaSession& session, const AdamWOptions& options
 // batch shape when options.graphs).
 CudaStepResult cuda_train_step(CudaSession& session, const Batch& batch, const AdamWOptions& options,
                                std::size_t step, double lr);
+
+// The same step in two halves, so that the host can sample and stage the next batch while a step
+// runs: cuda_start_step stages the batch (it may be destroyed on return) and enqueues the step;
+// cuda_finish_step waits for the oldest step started and returns its result. At most two steps are
+// in flight; the session's other calls (forward, downloads, ...) need none in flight. They throw
+// std::logic_error otherwise, and cuda_finish_step with none in flight.
+void cuda_start_step(CudaSession& session, const Batch& batch, const AdamWOptions& options, std::size_t step, double lr);
+CudaStepResult cuda_finish_step(CudaSession& session);
+std::size_t cuda_steps_in_flight(const CudaSession& session);
 
 // Whether the session runs its delta rule in chunks on the FP64 tensor cores: options.chunked, one
 // factor at head_dim 32, and a GPU that runs the chunked kernels (sm_80 or later code, FP64 at half
