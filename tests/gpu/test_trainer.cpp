@@ -278,6 +278,10 @@ TEST(Trainer, WritesMetricsSummaryAndAnEvaluableCheckpoint) {
     EXPECT_DOUBLE_EQ(records.back()["eval"]["chance"].get<double>(), 1.0 / 3);
     const auto saved = nlohmann::json::parse(read_text_file((out / "summary.json").string()));
     EXPECT_EQ(saved["final"], records.back()["eval"]);
+    // the wall time's parts: three evaluations and three checkpoints took some of it, not more
+    EXPECT_GT(saved["evaluation_s"].get<double>(), 0.0);
+    EXPECT_GT(saved["checkpoint_s"].get<double>(), 0.0);
+    EXPECT_LT(saved["evaluation_s"].get<double>() + saved["checkpoint_s"].get<double>(), saved["wall_s"].get<double>());
     EXPECT_EQ(saved["spectra"].size(), 4u);  // 2 layers x 2 heads
     // eval from the checkpoint reproduces the last evaluation
     const Checkpoint c = read_checkpoint((out / "checkpoint.bin").string());
@@ -300,6 +304,26 @@ TEST(Trainer, DivergenceStopsAndKeepsTheLastGoodCheckpoint) {
     const Checkpoint kept = read_checkpoint((out / "checkpoint.bin").string());
     EXPECT_EQ(kept.step, 1u);
     for (double w : kept.params) ASSERT_TRUE(std::isfinite(w));
+}
+
+// The evaluations' files are written beside the steps that follow; a write that fails still stops
+// the run with an error naming the file (here best.bin cannot replace a folder of that name), and
+// the files written before it are whole.
+TEST(Trainer, AFailedCheckpointWriteStopsTheRun) {
+    const Task task{parity_dfa(), "parity", LabelMode::final_position, Target::accept};
+    const auto out = fresh_dir("unwritable");
+    fs::create_directories(out / "best.bin" / "inside");
+    TrainOptions o = tiny_options("deltanet", out);
+    try {
+        train(task, o, nullptr);
+        FAIL() << "best.bin is a folder: the run must stop";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("best.bin"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(read_checkpoint((out / "checkpoint.bin").string()).step, 4u);  // the first evaluation's
+    EXPECT_FALSE(fs::exists(out / "summary.json"));
+    for (const auto& entry : fs::directory_iterator(out))  // no temporary file left behind
+        EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
 }
 
 // A finished 4-step parity run in a fresh folder `name`; returns its options (out_dir included).
