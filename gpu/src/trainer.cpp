@@ -234,19 +234,29 @@ struct CudaRun {
     }
 };
 
-// The files of an evaluation (metrics, checkpoint, best checkpoint) written on a thread of their own,
-// so that the steps after it need not wait for the disk: each file's fsync made these writes ~40 ms
-// an evaluation on the device machine, 8% of a parity run. One evaluation's files at a time, in
-// order; wait() rethrows a write's error (an InputError naming the file).
+// The files of an evaluation (metrics, checkpoint, best checkpoint) encoded and written on a thread of
+// their own, so that the steps after it need not wait: each file's fsync made these writes ~40 ms an
+// evaluation on the device machine (8% of a parity run), and the checkpoint's encoding grows with
+// its history. One evaluation's files at a time, in order; wait() rethrows a write's error (an
+// InputError naming the file).
+struct EvaluationFiles {
+    std::string metrics_path, metrics;  // every record so far, a line each
+    std::string checkpoint_path, best_path;
+    Checkpoint checkpoint;
+    bool best = false;  // the checkpoint is also the best so far
+};
 struct BackgroundWrites {
     std::future<void> pending;
     void wait() {
         if (pending.valid()) pending.get();
     }
-    void start(std::vector<std::pair<std::string, std::string>> files) {
+    void start(EvaluationFiles files) {
         wait();
         pending = std::async(std::launch::async, [files = std::move(files)] {
-            for (const auto& [path, contents] : files) write_file_atomically(path, contents);
+            write_file_atomically(files.metrics_path, files.metrics);
+            const std::string bytes = encode_checkpoint(files.checkpoint);
+            write_file_atomically(files.checkpoint_path, bytes);
+            if (files.best) write_file_atomically(files.best_path, bytes);
         });
     }
     ~BackgroundWrites() {
@@ -289,6 +299,8 @@ nlohmann::json train_impl(const Task& task, const TrainOptions& options, std::os
     double best = -INFINITY;
     std::size_t best_step = 0;
     double eval_seconds = 0, save_seconds = 0;  // where the wall time went, besides the steps
+    std::string metrics;  // metrics.jsonl: a line per record
+    for (const auto& record : state.history) metrics += record.dump() + "\n";
     BackgroundWrites writes;
     for (const auto& record : state.history)
         if (const double a = record["eval"]["scaled_accuracy"].get<double>(); a > best) best = a, best_step = record["step"].get<std::size_t>();
@@ -344,16 +356,15 @@ nlohmann::json train_impl(const Task& task, const TrainOptions& options, std::os
                                      {"elapsed_s", seconds_since(start)},
                                      {"eval", last_eval}});
             loss_sum = 0, loss_count = 0, right = 0, labels = 0;
-            std::string lines;
-            for (const auto& record : state.history) lines += record.dump() + "\n";
+            metrics += state.history.back().dump() + "\n";
             state.step = done;
             run.save(state);
-            std::vector<std::pair<std::string, std::string>> files{{metrics_path, std::move(lines)},
-                                                                   {checkpoint_path, encode_checkpoint(state)}};
-            if (e.scaled_accuracy > best) {
-                best = e.scaled_accuracy, best_step = done;
-                files.emplace_back(best_path, files.back().second);
-            }
+            EvaluationFiles files{metrics_path, metrics, checkpoint_path, best_path, {}, e.scaled_accuracy > best};
+            // the weights move to the writer (the next evaluation downloads them again); the rest is copied
+            files.checkpoint.task = state.task, files.checkpoint.options = state.options, files.checkpoint.step = done;
+            files.checkpoint.params = std::move(state.params), files.checkpoint.m = std::move(state.m);
+            files.checkpoint.v = std::move(state.v), files.checkpoint.history = state.history;
+            if (files.best) best = e.scaled_accuracy, best_step = done;
             writes.start(std::move(files));
             last_good = done, have_checkpoint = true;
             save_seconds += seconds_since(save_start);

@@ -127,11 +127,13 @@ struct Comparison {
 };
 
 // Runs the CUDA session and the fp64 CPU reference on the same weights and batch.
+// given: the batch (else random_batch(B, T) of `seed`).
 Comparison compare(const ModelConfig& cpu_config, const ModelConfig& gpu_config, MatmulPrecision matmul,
-                   std::uint64_t seed, std::size_t B = 5, std::size_t T = 9, bool chunked = true) {
+                   std::uint64_t seed, std::size_t B = 5, std::size_t T = 9, bool chunked = true,
+                   const Batch* given = nullptr, bool packed = true) {
     const auto layout = parameter_layout(cpu_config);
     const auto w = random_params(layout, seed);
-    const Batch batch = random_batch(B, T, cpu_config.vocab, cpu_config.classes, seed);
+    const Batch batch = given ? *given : random_batch(B, T, cpu_config.vocab, cpu_config.classes, seed);
     Workspace<double> ws;
     forward<double>(cpu_config, layout, w, batch, ws);
     const auto ref_logits = std::vector<double>(logits<double>(cpu_config, batch, ws).begin(),
@@ -140,7 +142,7 @@ Comparison compare(const ModelConfig& cpu_config, const ModelConfig& gpu_config,
     const double ref_loss = loss_and_gradient<double>(cpu_config, layout, w, batch, ws, ref_grads);
 
     CudaOptions options{matmul, false, true};
-    options.chunked = chunked;
+    options.chunked = chunked, options.packed = packed;
     CudaSession session = make_cuda_session(gpu_config, options);
     const std::vector<float> wf(w.begin(), w.end());
     upload_parameters(session, wf);
@@ -341,6 +343,54 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceInChunks) {
                     to_string(e.eig), e.K, e.T, r.logits, r.all_gradients, r.worst_tensor.c_str(), r.worst_gradient,
                     r.cpu32_worst_gradient);
         expect_fp32_match(r);
+    }
+}
+
+// Training steps on words shorter than the batch's T pack them (cuda_packs_words): the products,
+// norms and MLP run on the words' rows only and the chunked delta rule stops at each word's end,
+// with the rows after the last word (the sum of the lengths rounded up to 256) zeroed. Every
+// gradient against the fp64 reference and beside the same step on the padded rows (CudaOptions::
+// packed false), the workspace poisoned: a row read before it is written, or a word's rows taken
+// for another's, shows. Words of partial chunks, of many chunks, empty words,
+// and lengths summing to exactly 256 rows (no rows after the words).
+TEST(CudaBackend, Fp32MatchesCpuReferenceWithPackedWords) {
+    SKIP_WITHOUT_GPU();
+    const ChunkShape shapes[] = {{EigRange::unit, 4, 24, 64}, {EigRange::signed_unit, 8, 8, 256},
+                                 {EigRange::signed_unit, 4, 40, 40}, {EigRange::unit, 3, 16, 33}};
+    for (std::size_t i = 0; i <= std::size(shapes); ++i) {
+        const bool exact = i == std::size(shapes);
+        const ChunkShape e = exact ? ChunkShape{EigRange::signed_unit, 4, 12, 40} : shapes[i];
+        auto c = config_for("deltanet", e.eig, 64, 2);
+        c.conv_kernel = e.K;
+        Batch batch = random_batch(e.B, e.T, c.vocab, c.classes, 1300 + i);
+        if (exact) {  // lengths 40, 0, 1, 17, 40, 16, 32, 33, 38, 39, 0, 0: 256 rows
+            const std::int32_t lengths[] = {40, 0, 1, 17, 40, 16, 32, 33, 38, 39, 0, 0};
+            for (std::size_t b = 0; b < e.B; ++b) {
+                batch.lengths[b] = lengths[b];
+                for (std::size_t t = std::size_t(lengths[b]); t < e.T; ++t)
+                    batch.tokens[b * e.T + t] = 0, batch.targets[b * e.T + t] = -1;
+            }
+        }
+        SCOPED_TRACE("deltanet eig " + std::string(to_string(e.eig)) + " conv " + std::to_string(e.K) + " B " +
+                     std::to_string(e.B) + " T " + std::to_string(e.T) + (exact ? " (256 rows exactly)" : ""));
+        CudaSession probe = make_cuda_session(c);
+        if (!cuda_runs_chunked(probe)) GTEST_SKIP() << "this GPU does not run the chunked kernels";
+        EXPECT_TRUE(cuda_packs_words(probe, batch));
+        const Comparison r = compare(c, c, MatmulPrecision::fp32, 1300 + i, e.B, e.T, true, &batch);
+        const Comparison padded = compare(c, c, MatmulPrecision::fp32, 1300 + i, e.B, e.T, true, &batch, false);
+        std::printf("packed: eig %s conv %zu B %zu T %zu: all gradients %.2e (padded rows %.2e), worst %s %.2e (padded "
+                    "rows %s %.2e, CPU fp32 %.2e)\n",
+                    to_string(e.eig), e.K, e.B, e.T, r.all_gradients, padded.all_gradients, r.worst_tensor.c_str(),
+                    r.worst_gradient, padded.worst_tensor.c_str(), padded.worst_gradient, r.cpu32_worst_gradient);
+        // The loss within 1e-5; each gradient within the fp32 bound, or (instances of many words whose
+        // sums cancel: the padded rows' step exceeds the bound there too, e.g. 3.05e-5 for B 24 T 64's
+        // conv_q) within 1.5x the padded rows' own error. A row of one word taken for another's, or a
+        // row after the words not zeroed (NaN: the workspace is poisoned), is off by far more.
+        EXPECT_LT(r.loss, 1e-5);
+        ASSERT_EQ(r.per_tensor.size(), padded.per_tensor.size());
+        for (std::size_t t = 0; t < r.per_tensor.size(); ++t)
+            EXPECT_LT(r.per_tensor[t].second, std::max(r.bound(1e-5), 1.5 * padded.per_tensor[t].second))
+                << r.per_tensor[t].first << ": padded rows " << padded.per_tensor[t].second;
     }
 }
 
@@ -708,7 +758,11 @@ TEST(CudaBackend, PipelinedStepsEqualSingleSteps) {
     };
     for (const Case k : {Case{"deltanet", true}, Case{"mamba", true}, Case{"deltanet", false}, Case{"lstm", true}}) {
         SCOPED_TRACE(std::string(k.model) + (k.graphs ? " graphs" : " no graphs"));
-        const auto c = config_for(k.model, EigRange::signed_unit, k.model == std::string("lstm") ? 30 : 32, k.model == std::string("lstm") ? 1 : 2);
+        // deltanet at head_dim 32: the chunked kernels, whose training steps pack the words (a graph per
+        // number of rows, too)
+        const std::string model = k.model;
+        const auto c = config_for(model, EigRange::signed_unit, model == "lstm" ? 30 : model == "deltanet" ? 64 : 32,
+                                  model == "lstm" ? 1 : 2);
         const auto layout = parameter_layout(c);
         const auto wd = random_params(layout, 811);
         const std::vector<float> w0(wd.begin(), wd.end());

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <tuple>
@@ -60,15 +61,19 @@ struct Plan {
     std::size_t dx, dxn, s1, s2, dh_next, dc_next;
     std::size_t dO;  // the mixers' output gradient: not in s2, which the MLP's wgate gradient may still read
     std::size_t dx16;  // bf16 copy of dx, the MLP backward's operand (mlp16 only)
-    std::size_t tokens, targets, lengths;  // int32 arrays ([N], [N], [B]), stored in float-sized slots
+    // Packed (Batch): the words one after the other in N >= the sum of their lengths rows, no padding
+    // between them (training steps of the chunked delta rule); otherwise word b at rows b T .. and N = B T.
+    bool packed;
+    std::size_t tokens, targets, lengths, offsets;  // int32 arrays ([N], [N], [B], [B]), in float-sized slots
     std::size_t partials;         // the fixed-order sums' scratch (kernels.cuh): see make_plan
     std::size_t total = 0;
 };
 
 // The recurrences' shapes for this plan's batch (the forward, the backward and the plan's scratch).
 // lengths: the batch's word lengths in the workspace (null where only the sizes are asked).
-DeltaShape delta_shape(const Plan& p, const ModelConfig& c, bool chunks = true, const std::int32_t* lengths = nullptr) {
-    return {p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale()), p.proj, chunks, lengths};
+DeltaShape delta_shape(const Plan& p, const ModelConfig& c, bool chunks = true, const std::int32_t* lengths = nullptr,
+                       const std::int32_t* offsets = nullptr) {
+    return {p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale()), p.proj, chunks, lengths, p.packed ? offsets : nullptr};
 }
 DiagonalShape diagonal_shape(const Plan& p, const ModelConfig& c, const std::int32_t* lengths = nullptr) {
     return {p.B, p.T, p.H, p.dh, p.K, c.eig == EigRange::signed_unit, p.proj, lengths};
@@ -99,10 +104,12 @@ std::size_t backward_partials(const Plan& p, const ModelConfig& c) {
     return head + c.layers * (2 * norm + mixer) + partials_region(embed_partials(p, c));
 }
 
-Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training, bool mlp16) {
+// rows: B T, or where the words are packed the rows that hold them (packed_rows).
+Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training, bool mlp16, std::size_t rows = 0) {
     Plan p{};
     p.mlp16 = mlp16;
-    p.B = B, p.T = T, p.N = B * T, p.d = c.d_model, p.H = c.heads, p.dh = c.head_dim(), p.F = c.factors;
+    p.packed = rows != 0 && rows < B * T;
+    p.B = B, p.T = T, p.N = p.packed ? rows : B * T, p.d = c.d_model, p.H = c.heads, p.dh = c.head_dim(), p.F = c.factors;
     p.m = c.mlp_width(), p.C = c.classes, p.K = c.conv_kernel;
     p.qkv = p.d + 2 * p.F * p.d;
     p.gw = c.mixer == Mixer::mamba ? p.d : p.F * p.H;
@@ -151,6 +158,7 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
     p.partials = take(std::max(step_results_partials(),
                                training ? backward_partials(p, c) + (p.head_fused ? step_results_partials() : 0) : 0));
     p.lengths = take(B);  // last: the arrays before keep the offsets they had without it
+    p.offsets = take(B);
     return p;
 }
 
@@ -215,8 +223,8 @@ struct CudaSessionState {
     std::size_t current = 0;            // the slot the last batch was staged in
     std::deque<std::size_t> in_flight;  // the slots of the steps started and not finished, oldest first
     Slot& slot() { return slots[current]; }
-    // captured training steps by batch shape (B, T) and slot: each graph copies from its slot's buffers
-    std::map<std::tuple<std::size_t, std::size_t, std::size_t>, Graph> graphs;
+    // captured training steps by batch shape (B, T, rows) and slot: each graph copies from its slot's buffers
+    std::map<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t>, Graph> graphs;  // (B, T, N, slot)
     std::size_t bytes = 0;
 
     void drop_graphs() {
@@ -381,6 +389,7 @@ void forward_pass(CudaSession& session, const Plan& p) {
     const auto [c, L, s, blas, st, W, ws] = pass_context(session);
     const auto* tokens = reinterpret_cast<const std::int32_t*>(ws + p.tokens);
     const auto* lengths = reinterpret_cast<const std::int32_t*>(ws + p.lengths);
+    const auto* offsets = reinterpret_cast<const std::int32_t*>(ws + p.offsets);
     const std::size_t N = p.N, d = p.d;
     // the embedding and the first layer's norm in one pass where the rows allow it
     const bool embedded = embed_and_norm(tokens, W + L.embed, ws + p.x[0], W + L.layers[0].norm1,
@@ -411,10 +420,12 @@ void forward_pass(CudaSession& session, const Plan& p) {
                 diagonal_forward(diagonal_shape(p, c, lengths), ws + a.pre, W + sl.conv_q, zg, W + sl.decay_log, ws + a.o,
                                  p.training ? ws + a.saved : nullptr, st);
             } else {
-                delta_forward(delta_shape(p, c, session.options.chunked, lengths), ws + a.pre, W + sl.conv_q, zg, ws + a.o,
-                              p.training ? ws + a.saved : nullptr, p.training ? ws + a.final : nullptr, st);
+                delta_forward(delta_shape(p, c, session.options.chunked, lengths, offsets), ws + a.pre, W + sl.conv_q, zg,
+                              ws + a.o, p.training ? ws + a.saved : nullptr, p.training ? ws + a.final : nullptr, st);
             }
-            zero_past_lengths(ws + a.o, d, d, p.B, p.T, lengths, st);  // the recurrences stopped there (Batch)
+            // the recurrences stopped at each word's end (Batch); packed, the rows after the last word
+            if (p.packed) zero_past_packed_words(ws + a.o, d, d, N, p.B, offsets, lengths, st);
+            else zero_past_lengths(ws + a.o, d, d, p.B, p.T, lengths, st);
             rmsnorm_forward(ws + a.o, W + sl.onorm, ws + a.on, ws + a.ro, N, d, p.dh, st);
             blas.forward_residual(ws + a.on, d, W + sl.wo, ws + p.x[l], ws + a.x_mid, N, d, d);
         }
@@ -486,6 +497,7 @@ std::size_t side_events(std::size_t layers) { return 2 * (1 + 4 * layers); }
 void backward_pass(CudaSession& session, const Plan& p) {
     const auto [c, L, s, blas, st, W, ws] = pass_context(session);
     const auto* lengths = reinterpret_cast<const std::int32_t*>(ws + p.lengths);
+    const auto* offsets = reinterpret_cast<const std::int32_t*>(ws + p.offsets);
     float* G = s.grads;
     const std::size_t N = p.N, d = p.d;
     float* dx = ws + p.dx;
@@ -568,7 +580,7 @@ void backward_pass(CudaSession& session, const Plan& p) {
             blas.weight_grad(ws + a.xn1, d, dZ, 4 * d, G + sl.lstm_wx, N, d, 4 * d);
             column_sums(dZ, 4 * d, G + sl.lstm_bias, N, 4 * d, region(column_sums_partials(N, 4 * d)), st);
         } else {
-            const DeltaShape shape = delta_shape(p, c, session.options.chunked, lengths);
+            const DeltaShape shape = delta_shape(p, c, session.options.chunked, lengths, offsets);
             // the chunked delta backward takes dO through the output norm itself (dOn in the dO array: it
             // reads dOn while writing dpre); elsewhere the norm's backward writes dO
             const bool through_norm = c.mixer != Mixer::mamba && delta_runs_in_chunks(shape);
@@ -599,7 +611,8 @@ void backward_pass(CudaSession& session, const Plan& p) {
                 zero_past_lengths(dpre, p.proj, p.proj, p.B, p.T, lengths, st);  // the step kernels stopped (Batch)
             }
             // (the chunked kernels run to T and write the padding's gradients, exact zeros: its output
-            // gradient is 0)
+            // gradient is 0; packed, they write each word's rows, and the rows after the last are zeroed)
+            if (p.packed) zero_past_packed_words(dpre, p.proj, p.proj, N, p.B, offsets, lengths, st);
             // one product each for the four projections (wq .. the gate adjacent, as in the forward)
             blas.input_grad(dpre, p.proj, W + sl.wq, dxn, d, N, d, p.proj, false);
             wq_done = side.weight_grad(ws + a.xn1, d, dpre, p.proj, G + sl.wq, N, d, p.proj);
@@ -636,7 +649,7 @@ void reserve(CudaSessionState& s, const Plan& p) {
         s.work = device_alloc<float>(s, p.total);
         s.work_floats = p.total;
     }
-    const std::size_t need = 2 * p.N + p.B;
+    const std::size_t need = 2 * p.B * p.T + 2 * p.B;  // staged padded, then packed in place (pack_words)
     CudaSessionState::Slot& k = s.slot();
     if (k.batch_host_capacity < need) {
         STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
@@ -663,12 +676,36 @@ void check_batch_shape(const Batch& batch) {
     check_batch(batch);
 }
 
+// The staged batch's words moved together, in place: [tokens N][targets N][lengths B][offsets B] with
+// N = p.N rows (word b from offsets[b]; the rows after the last word hold token 0 and no label).
+// Each word moves to a row at or before its padded one, so in increasing order nothing is
+// overwritten before it is read.
+void pack_words(std::int32_t* staged, const Batch& batch, const Plan& p) {
+    const std::size_t B = batch.batch, T = batch.length, padded = B * T;
+    const std::int32_t* lengths = staged + 2 * padded;
+    std::vector<std::int32_t> offsets(B);
+    std::size_t row = 0;
+    for (std::size_t b = 0; b < B; ++b) {
+        offsets[b] = std::int32_t(row);
+        const std::size_t len = std::size_t(lengths[b]);
+        std::memmove(staged + row, staged + b * T, len * sizeof(std::int32_t));
+        row += len;
+    }
+    std::fill(staged + row, staged + p.N, 0);
+    // the targets after the tokens: from padded + b T to p.N + offsets[b] (not after its source either)
+    for (std::size_t b = 0; b < B; ++b)
+        std::memmove(staged + p.N + offsets[b], staged + padded + b * T, std::size_t(lengths[b]) * sizeof(std::int32_t));
+    std::fill(staged + p.N + row, staged + 2 * p.N, -1);
+    std::memmove(staged + 2 * p.N, lengths, B * sizeof(std::int32_t));
+    std::memcpy(staged + 2 * p.N + B, offsets.data(), B * sizeof(std::int32_t));
+}
+
 // Stages the batch in pinned memory (the copy to the device is enqueued by enqueue_upload, inside a
 // graph), checking its values and counting its labelled positions (labelled_positions' count) on
 // the way: one branch-free pass that vectorises. The GPU is idle while the host does this, and the
 // checks, the copies and the two counts as separate passes took ~0.26 ms a step at T = 256 (0.07 ms
 // as one pass; build VM, -O3). Nothing is enqueued for a bad batch.
-void stage_batch(const CudaSession& session, CudaSessionState& s, const Batch& batch) {
+void stage_batch(const CudaSession& session, CudaSessionState& s, const Batch& batch, const Plan& p) {
     const std::size_t N = batch.batch * batch.length;
     const auto vocab = std::uint32_t(std::min<std::size_t>(session.config.vocab, UINT32_MAX));
     const auto classes = std::uint32_t(std::min<std::size_t>(session.config.classes, UINT32_MAX));
@@ -691,6 +728,7 @@ void stage_batch(const CudaSession& session, CudaSessionState& s, const Batch& b
     if (bad_target) throw InputError("batch", "", "target outside the classes");
     for (std::size_t b = 0; b < batch.batch; ++b) staged[2 * N + b] = std::int32_t(word_length(batch, b));
     s.slot().labelled = labelled;
+    if (p.packed) pack_words(s.slot().batch_host, batch, p);
 }
 void enqueue_upload(CudaSessionState& s, const Plan& p) {
     const CudaSessionState::Slot& k = s.slot();
@@ -698,8 +736,12 @@ void enqueue_upload(CudaSessionState& s, const Plan& p) {
                                     s.stream));
     STATETRACK_CUDA(cudaMemcpyAsync(s.work + p.targets, k.batch_host + p.N, p.N * sizeof(std::int32_t),
                                     cudaMemcpyHostToDevice, s.stream));
+    // lengths, and where the words are packed their offsets after them (pack_words)
     STATETRACK_CUDA(cudaMemcpyAsync(s.work + p.lengths, k.batch_host + 2 * p.N, p.B * sizeof(std::int32_t),
                                     cudaMemcpyHostToDevice, s.stream));
+    if (p.packed)
+        STATETRACK_CUDA(cudaMemcpyAsync(s.work + p.offsets, k.batch_host + 2 * p.N + p.B, p.B * sizeof(std::int32_t),
+                                        cudaMemcpyHostToDevice, s.stream));
     STATETRACK_CUDA(cudaMemcpyAsync(s.params_device, k.params_host, sizeof(StepParams), cudaMemcpyHostToDevice, s.stream));
     STATETRACK_CUDA(cudaMemsetAsync(s.results_device, 0, sizeof(StepResults), s.stream));
 }
@@ -781,15 +823,24 @@ void copy_to_host(const CudaSession& session, std::span<float> dst, const float*
     reorder_parameters(s.layout, ordered, session.layout, dst);
 }
 
+// The rows of a training batch with its words packed (Plan): the sum of their lengths, rounded up
+// to a multiple of 256 so that batches of random lengths share a few captured graphs.
+std::size_t packed_rows(const Batch& batch) {
+    std::size_t rows = 0;
+    for (std::size_t b = 0; b < batch.batch; ++b) rows += word_length(batch, b);
+    return (rows + 255) / 256 * 256;
+}
+
 // The start of every batch call: checks, the session's GPU, the workspace for this shape, the batch
 // staged in pinned memory and the step's values (adamw null: no optimizer step).
 Plan prepare(CudaSession& session, const Batch& batch, bool training, const AdamWOptions* adamw, std::size_t step,
              double lr) {
     check_batch_shape(batch);
     CudaSessionState& s = on_device(session);
-    const Plan p = make_plan(session.config, batch.batch, batch.length, training, s.params16 != nullptr);
+    const Plan p = make_plan(session.config, batch.batch, batch.length, training, s.params16 != nullptr,
+                             training && cuda_packs_words(session, batch) ? packed_rows(batch) : 0);
     reserve(s, p);
-    stage_batch(session, s, batch);
+    stage_batch(session, s, batch, p);
     set_step_params(s, adamw, step, lr);
     return p;
 }
@@ -978,7 +1029,7 @@ void cuda_start_step(CudaSession& session, const Batch& batch, const AdamWOption
     if (!session.options.graphs) {
         enqueue_step();
     } else {
-        const auto shape = std::make_tuple(p.B, p.T, s.current);
+        const auto shape = std::make_tuple(p.B, p.T, p.N, s.current);
         auto found = s.graphs.find(shape);
         if (found == s.graphs.end()) {
             cudaGraph_t graph = nullptr;
@@ -1028,6 +1079,10 @@ bool cuda_runs_chunked(const CudaSession& session) {
     DeltaShape s{};
     s.dh = c.head_dim(), s.F = c.factors, s.chunks = session.options.chunked;
     return delta_runs_in_chunks(s);
+}
+
+bool cuda_packs_words(const CudaSession& session, const Batch& batch) {
+    return session.options.packed && cuda_runs_chunked(session) && packed_rows(batch) < batch.batch * batch.length;
 }
 
 std::size_t cuda_session_bytes(const CudaSession& session) { return session.state ? session.state->bytes : 0; }

@@ -144,6 +144,17 @@ __device__ float norm_reciprocal(const float* row) {
     return 1.0f / sqrtf(sum + norm_eps);
 }
 
+// Word b's first row and the steps the chunked kernels take on it: rows b T .. b T + T - 1 and T
+// where the batch is padded (past each word's end the padding's rows, whose gates are 0), the
+// packed rows of the word and its length where words are packed (Batch; rows past its end are the
+// next word's: the kernels neither read nor write them).
+__device__ std::size_t word_row(const DeltaShape& s, std::size_t b) {
+    return s.offsets ? std::size_t(__ldg(s.offsets + b)) : b * s.T;
+}
+__device__ std::size_t chunked_steps(const DeltaShape& s, std::size_t b) {
+    return s.offsets ? std::size_t(__ldg(s.lengths + b)) : s.T;
+}
+
 template <int KT, bool TRAIN>
 __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked_kernel(DeltaShape s, const float* pre,
                                                                                      const float* conv,
@@ -153,7 +164,8 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
     const int lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
     const std::size_t group = std::size_t(blockIdx.x) * warps_per_block + threadIdx.x / 32;
     if (group >= s.B * s.H) return;  // the whole warp: nothing below syncs across warps
-    const std::size_t H = s.H, b = group / H, h = group % H, d = H * DH, ld = s.ld, n0 = b * s.T;
+    const std::size_t H = s.H, b = group / H, h = group % H, d = H * DH, ld = s.ld;
+    const std::size_t n0 = word_row(s, b), steps = chunked_steps(s, b);
     float* tile = chunk_shared + (threadIdx.x / 32) * Tiles::floats;
     float *sk = tile + Tiles::k, *sq = tile + Tiles::q, *sv = tile + Tiles::v, *lp = tile + Tiles::lp;
     float *ss = tile + Tiles::s, *sbeta = tile + Tiles::beta, *snorm = tile + Tiles::norm;
@@ -165,8 +177,8 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
 #pragma unroll
         for (int j = 0; j + 1 < KT; ++j) halo[slot][j] = 0;
 
-    for (std::size_t t0 = 0; t0 < s.T; t0 += C) {
-        const int len = int(min(std::size_t(C), s.T - t0));
+    for (std::size_t t0 = 0; t0 < steps; t0 += C) {
+        const int len = int(min(std::size_t(C), steps - t0));
         const float zb = lane < len ? zbeta[(n0 + t0 + lane) * ld + h] : 0.0f;
         __syncwarp();  // the previous chunk is done with every tile
         // 1. Conv + SiLU of the lane's three columns into Q, K, V, one column at a time: the rows t0
@@ -377,7 +389,8 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     extern __shared__ __align__(16) float chunk_shared[];
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
     const std::size_t group = blockIdx.x;  // one block a (word, head)
-    const std::size_t H = s.H, b = group / H, h = group % H, d = H * DH, ld = s.ld, n0 = b * s.T;
+    const std::size_t H = s.H, b = group / H, h = group % H, d = H * DH, ld = s.ld;
+    const std::size_t n0 = word_row(s, b), steps = chunked_steps(s, b);
     float* tile = chunk_shared;
     float *sk = tile + BackTiles::k, *sq = tile + BackTiles::q, *su = tile + BackTiles::u;
     float *sgo = tile + BackTiles::go, *sdr = tile + BackTiles::dr, *sg = tile + BackTiles::g;
@@ -480,9 +493,9 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     auto DSt_h = [sds, half](int c, int r) { return sds[(half + r) * ld32 + c]; };
     auto S0t_h = [ss, half](int c, int r) { return ss[(half + r) * ld32 + c]; };  // B = S0^T: value c, key r
 
-    for (std::size_t t1 = (s.T + C - 1) / C * C; t1 > 0; t1 -= C) {  // the chunks' ends, last first
-        const std::size_t t0 = t1 - C;
-        const int len = int(min(std::size_t(C), s.T - t0));
+    for (int chunk = int((steps + C - 1) / C); chunk-- > 0;) {  // the last first
+        const std::size_t t0 = std::size_t(chunk) * C;
+        const int len = int(min(std::size_t(C), steps - t0));
         const float zb = w == 1 && lane < len ? zbeta[(n0 + t0 + lane) * ld + h] : 0.0f;
         __syncthreads();  // the chunk after is done with every tile
         // 1. Q (warp 0) and K (warp 1) by the forward's own functions (conv_sum, silu_fast,

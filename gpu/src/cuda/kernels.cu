@@ -389,6 +389,15 @@ __global__ void zero_past_lengths_kernel(float* a, std::size_t ld, std::size_t c
     }
 }
 
+// Rows from the end of the last of B packed words to N, a warp per row.
+__global__ void zero_past_packed_words_kernel(float* a, std::size_t ld, std::size_t cols, std::size_t N, std::size_t B,
+                                              const std::int32_t* offsets, const std::int32_t* lengths) {
+    const std::size_t first = std::size_t(offsets[B - 1]) + std::size_t(lengths[B - 1]);
+    const std::size_t warps = std::size_t(gridDim.x) * blockDim.x / 32, lane = threadIdx.x % 32;
+    for (std::size_t n = first + (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; n < N; n += warps)
+        for (std::size_t c = lane; c < cols; c += 32) a[n * ld + c] = 0.0f;
+}
+
 // SwiGLU, a thread per float4 of h (m a multiple of 4): the row from one 32-bit division per
 // thread, not two 64-bit ones per element.
 struct SwigluShape {
@@ -945,6 +954,12 @@ void zero_past_lengths(float* a, std::size_t ld, std::size_t cols, std::size_t B
                        const std::int32_t* lengths, cudaStream_t stream) {
     zero_past_lengths_kernel<<<unsigned(B), threads, 0, stream>>>(a, ld, cols, T, lengths);
     launched("zero_past_lengths");
+}
+
+void zero_past_packed_words(float* a, std::size_t ld, std::size_t cols, std::size_t N, std::size_t B,
+                            const std::int32_t* offsets, const std::int32_t* lengths, cudaStream_t stream) {
+    zero_past_packed_words_kernel<<<32, threads, 0, stream>>>(a, ld, cols, N, B, offsets, lengths);
+    launched("zero_past_packed_words");
 }
 
 void add_bias(float* y, std::size_t ld, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream) {

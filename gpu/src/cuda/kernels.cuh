@@ -108,6 +108,11 @@ void to_bf16(const float* x, bf16* y, std::size_t count, cudaStream_t stream);
 void zero_past_lengths(float* a, std::size_t ld, std::size_t cols, std::size_t B, std::size_t T,
                        const std::int32_t* lengths, cudaStream_t stream);
 
+// a[n][c] = 0 for rows n from the end of the last of B packed words (offsets[B - 1] + lengths[B -
+// 1]) to N, c < cols: a packed batch's rows after its words (Batch), which no recurrence writes.
+void zero_past_packed_words(float* a, std::size_t ld, std::size_t cols, std::size_t N, std::size_t B,
+                            const std::int32_t* offsets, const std::int32_t* lengths, cudaStream_t stream);
+
 // Mean cross-entropy pieces: results->loss_sum += sum of -log p(target); dlogits = (p - onehot) / count;
 // results->correct += labelled rows whose first maximum is the target.
 void cross_entropy(const float* logits, const std::int32_t* targets, float* dlogits, const StepParams* params,
@@ -151,11 +156,14 @@ struct DeltaShape {
     std::size_t ld;
     bool chunks = true;  // the chunked kernels where they run (delta_chunked.cu); false: step by step
     // [B] each word's length (device memory; null: every word T long). The step-by-step kernels stop
-    // at the longest word of their warp; the chunked ones run to T (every way of reading the bound
-    // in their loop changed ptxas's register allocation, and the forward took 9-11% longer at full
-    // length, H100 ncu; the padding's gradients are exact zeros anyway). Past a word's end
-    // zero_past_lengths then writes 0 (Batch).
+    // at the longest word of their warp; the chunked ones run to T in a padded batch (the padding's
+    // gradients are exact zeros anyway) and to each word's end in a packed one (offsets). Past a
+    // word's end zero_past_lengths then writes 0 (Batch).
     const std::int32_t* lengths = nullptr;
+    // [B] the row of each word's first token where the words are packed, one after the other with no
+    // padding (training steps of the chunked kernels, Batch): lengths is then given too, and the
+    // chunked kernels stop at each word's end. Null: word b at rows b T .. b T + T - 1.
+    const std::int32_t* offsets = nullptr;
 };
 // The delta rules with their inputs' short causal conv + SiLU fused in. pre: [N][ld], its first d +
 // 2 F d columns the projections [q | k (factor j, head h at (j H + h) dh) | v] before the conv;

@@ -683,6 +683,7 @@ std::size_t diagonal_shared_bytes(std::size_t K) { return recurrence_shared_byte
 void delta_forward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
                    float* final, cudaStream_t stream) {
     if (delta_forward_in_chunks(s, pre, conv, zbeta, o, u, final, stream)) return;
+    if (s.offsets) throw std::logic_error("delta_forward: packed words need the chunked kernels");
     const std::size_t slots = delta_slots(s.F);
     const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.ld, s.K, slots, false};
     launch_groups("delta_forward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
@@ -698,6 +699,7 @@ std::size_t delta_backward_partials(const DeltaShape& s) { return s.B * s.H * s.
 void delta_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
                     const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta,
                     const Partials& partials, cudaStream_t stream) {
+    if (s.offsets) throw std::logic_error("delta_backward: packed words need the chunked kernels");
     const std::size_t slots = delta_slots(s.F);
     const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.ld, s.K, slots, true};
     launch_groups("delta_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,

@@ -44,6 +44,9 @@ struct CudaOptions {
     // deltanet at head_dim 32 in chunks of 16 steps on the FP64 tensor cores, where the GPU runs them
     // fast (A100, H100, H200); false: step by step, as on every other shape and GPU (tests, comparisons)
     bool chunked = true;
+    // training steps on words shorter than the batch's T run on the words' rows only
+    // (cuda_packs_words); false: on all B T rows, padding included (tests, comparisons)
+    bool packed = true;
 };
 
 // Head dimensions with a register-resident recurrence kernel (d_model / heads must be one of these).
@@ -113,6 +116,13 @@ std::size_t cuda_steps_in_flight(const CudaSession& session);
 // factor at head_dim 32, and a GPU that runs the chunked kernels (sm_80 or later code, FP64 at half
 // the FP32 rate). Otherwise its recurrences step token by token.
 bool cuda_runs_chunked(const CudaSession& session);
+
+// Whether a training step on `batch` packs its words (Batch): options.packed, the rows that hold
+// them, rounded up to a multiple of 256, fewer than B T, and the chunked delta rule (cuda_runs_chunked). The step then
+// runs its products, norms and MLP on those rows only, and the recurrence stops at each word's end;
+// the result is the same up to rounding (the products sum over other rows). Forward passes
+// (cuda_forward) keep the padded rows: their logits come back [B T][classes].
+bool cuda_packs_words(const CudaSession& session, const Batch& batch);
 
 // Bytes of device memory the session's own allocations hold.
 std::size_t cuda_session_bytes(const CudaSession& session);
