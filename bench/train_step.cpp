@@ -43,6 +43,7 @@ struct Shape {
     MatmulPrecision matmul = MatmulPrecision::tf32;
     bool graphs = true;
     std::size_t shortest = 0;  // words of lengths shortest..T (the first T long), as in training; 0: all T
+    bool packed = true;        // CudaOptions::packed: such words' steps on their rows only
 };
 
 // Words with random letters and a label at every real position (the cost of a step does not depend
@@ -72,7 +73,9 @@ nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
     c.layers = s.layers, c.d_model = 128, c.heads = 4, c.vocab = s.vocab, c.classes = s.classes;
     validate(c);
     const std::size_t before = cuda_device_bytes_in_use();
-    CudaSession session = make_cuda_session(c, {s.matmul, s.graphs, false});
+    CudaOptions options{s.matmul, s.graphs, false};
+    options.packed = s.packed;
+    CudaSession session = make_cuda_session(c, options);
     const auto layout = parameter_layout(c);
     std::vector<float> w(layout.total);
     init_parameters<float>(c, layout, 1, w);
@@ -104,6 +107,7 @@ nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
             {"heads", 4},           {"batch", B},
             {"T", s.T},             {"matmul", to_string(s.matmul)},
             {"graphs", s.graphs},   {"shortest", s.shortest ? s.shortest : s.T},
+            {"packed", cuda_packs_words(session, batches[0])},
             {"ms_per_step", ms},    {"tokens_per_s", double(B * s.T) / (ms * 1e-3)},
             {"ms_per_step_pipelined", ms_pipelined},
             {"session_mib", double(cuda_session_bytes(session)) / double(1 << 20)},
@@ -265,6 +269,9 @@ int main(int argc, char** argv) {
         // training's batches: lengths 3..40 padded to 40 (the recurrences stop at each word's end)
         for (const char* model : {"deltanet", "mamba", "deltaproduct:2"})
             shapes.push_back({std::string(model) + ", words 3-40", model, 2, 40, 2, 2, MatmulPrecision::tf32, true, 3});
+        // deltanet packs such words (cuda_packs_words): the same batches on the padded rows, and with the bf16 MLP
+        shapes.push_back({"deltanet, 3-40, padded", "deltanet", 2, 40, 2, 2, MatmulPrecision::tf32, true, 3, false});
+        shapes.push_back({"deltanet, 3-40, bf16 MLP", "deltanet", 2, 40, 2, 2, MatmulPrecision::bf16, true, 3});
         // ms/step: the median of single steps, each waited for; pipelined: steps back to back, as training
         // runs them (the next begun while one runs)
         fmt::print("{:<26} {:>5} {:>6} {:>5} {:>10} {:>10} {:>14} {:>11}\n", "shape", "T", "matmul", "graph", "ms/step",
