@@ -89,7 +89,8 @@ solved = next((r for r in rows if r["eval"]["scaled_accuracy"] >= 1.0), None)
 best = max(r["eval"]["scaled_accuracy"] for r in rows)
 print(f"eig {eig} lr {lr} seed {seed}: best scaled {best:.4f}; " +
       (f"1.0 first at step {solved['step']} after {solved['elapsed_s']:.1f} s" if solved else "never 1.0") +
-      f"; run {summary['wall_s']:.1f} s, {summary['tokens_per_s']:.3g} tok/s; final {summary['final']['scaled_accuracy']:.4f}")
+      f"; run {summary['wall_s']:.1f} s (evaluations {summary.get('evaluation_s', 0):.2f} s, files {summary.get('checkpoint_s', 0):.2f} s), "
+      f"{summary['tokens_per_s']:.3g} tok/s; final {summary['final']['scaled_accuracy']:.4f}")
 EOF
       done
     done
