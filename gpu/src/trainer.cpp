@@ -250,6 +250,10 @@ struct BackgroundWrites {
     void wait() {
         if (pending.valid()) pending.get();
     }
+    // A finished write's error at once, not at the next evaluation (called every step).
+    void poll() {
+        if (pending.valid() && pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) pending.get();
+    }
     void start(EvaluationFiles files) {
         wait();
         pending = std::async(std::launch::async, [files = std::move(files)] {
@@ -317,6 +321,7 @@ nlohmann::json train_impl(const Task& task, const TrainOptions& options, std::os
         // the next step goes in before this one ends, unless an evaluation comes between them
         if (const std::size_t next = step + 1; next < last_step && next % eval_every != 0) begin_step(next);
         const StepOutcome outcome = run.end_step();
+        writes.poll();
         const Batch batch = std::move(begun.front());
         begun.pop_front();
         const double lr = learning_rate(options.adamw, step, options.steps);

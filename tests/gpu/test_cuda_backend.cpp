@@ -347,23 +347,39 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceInChunks) {
 }
 
 // Training steps on words shorter than the batch's T pack them (cuda_packs_words): the products,
-// norms and MLP run on the words' rows only and the chunked delta rule stops at each word's end,
-// with the rows after the last word (the sum of the lengths rounded up to 256) zeroed. Every
-// gradient against the fp64 reference and beside the same step on the padded rows (CudaOptions::
-// packed false), the workspace poisoned: a row read before it is written, or a word's rows taken
-// for another's, shows. Words of partial chunks, of many chunks, empty words,
-// and lengths summing to exactly 256 rows (no rows after the words).
+// norms and MLP run on the words' rows only and the recurrence stops at each word's end, with the
+// rows after the last word (the sum of the lengths rounded up to 256) zeroed. Every gradient against
+// the fp64 reference and beside the same step on the padded rows (CudaOptions::packed false), the
+// workspace poisoned: a row read before it is written, or a word's rows taken for another's, shows.
+// The chunked delta rule on words of partial chunks, of many chunks, empty words, and lengths summing
+// to exactly 256 rows (no rows after the words); the step-by-step kernels (deltanet with chunks off,
+// deltaproduct:2, mamba), all at head_dim 32, where packing applies.
 TEST(CudaBackend, Fp32MatchesCpuReferenceWithPackedWords) {
     SKIP_WITHOUT_GPU();
-    const ChunkShape shapes[] = {{EigRange::unit, 4, 24, 64}, {EigRange::signed_unit, 8, 8, 256},
-                                 {EigRange::signed_unit, 4, 40, 40}, {EigRange::unit, 3, 16, 33}};
-    for (std::size_t i = 0; i <= std::size(shapes); ++i) {
-        const bool exact = i == std::size(shapes);
-        const ChunkShape e = exact ? ChunkShape{EigRange::signed_unit, 4, 12, 40} : shapes[i];
-        auto c = config_for("deltanet", e.eig, 64, 2);
+    struct Packed {
+        const char* model;
+        bool chunked;
+        ChunkShape shape;
+        bool exact = false;  // lengths 40, 0, 1, 17, 40, 16, 32, 33, 38, 39, 0, 0: 256 rows
+    };
+    const Packed cases[] = {{"deltanet", true, {EigRange::unit, 4, 24, 64}},
+                            {"deltanet", true, {EigRange::signed_unit, 8, 8, 256}},
+                            {"deltanet", true, {EigRange::signed_unit, 4, 40, 40}},
+                            {"deltanet", true, {EigRange::unit, 3, 16, 33}},
+                            {"deltanet", true, {EigRange::signed_unit, 4, 12, 40}, true},
+                            {"deltanet", false, {EigRange::signed_unit, 4, 24, 40}},
+                            {"deltaproduct:2", true, {EigRange::signed_unit, 4, 24, 40}},
+                            {"deltaproduct:2", true, {EigRange::unit, 8, 8, 90}},
+                            {"mamba", true, {EigRange::signed_unit, 4, 24, 40}},
+                            {"mamba", true, {EigRange::unit, 4, 12, 40}, true},
+                            {"mamba", true, {EigRange::signed_unit, 8, 8, 91}}};
+    for (std::size_t i = 0; i < std::size(cases); ++i) {
+        const Packed& k = cases[i];
+        const ChunkShape& e = k.shape;
+        auto c = config_for(k.model, e.eig, 64, 2);
         c.conv_kernel = e.K;
         Batch batch = random_batch(e.B, e.T, c.vocab, c.classes, 1300 + i);
-        if (exact) {  // lengths 40, 0, 1, 17, 40, 16, 32, 33, 38, 39, 0, 0: 256 rows
+        if (k.exact) {
             const std::int32_t lengths[] = {40, 0, 1, 17, 40, 16, 32, 33, 38, 39, 0, 0};
             for (std::size_t b = 0; b < e.B; ++b) {
                 batch.lengths[b] = lengths[b];
@@ -371,17 +387,17 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceWithPackedWords) {
                     batch.tokens[b * e.T + t] = 0, batch.targets[b * e.T + t] = -1;
             }
         }
-        SCOPED_TRACE("deltanet eig " + std::string(to_string(e.eig)) + " conv " + std::to_string(e.K) + " B " +
-                     std::to_string(e.B) + " T " + std::to_string(e.T) + (exact ? " (256 rows exactly)" : ""));
-        CudaSession probe = make_cuda_session(c);
-        if (!cuda_runs_chunked(probe)) GTEST_SKIP() << "this GPU does not run the chunked kernels";
-        EXPECT_TRUE(cuda_packs_words(probe, batch));
-        const Comparison r = compare(c, c, MatmulPrecision::fp32, 1300 + i, e.B, e.T, true, &batch);
-        const Comparison padded = compare(c, c, MatmulPrecision::fp32, 1300 + i, e.B, e.T, true, &batch, false);
-        std::printf("packed: eig %s conv %zu B %zu T %zu: all gradients %.2e (padded rows %.2e), worst %s %.2e (padded "
-                    "rows %s %.2e, CPU fp32 %.2e)\n",
-                    to_string(e.eig), e.K, e.B, e.T, r.all_gradients, padded.all_gradients, r.worst_tensor.c_str(),
-                    r.worst_gradient, padded.worst_tensor.c_str(), padded.worst_gradient, r.cpu32_worst_gradient);
+        SCOPED_TRACE(std::string(k.model) + (k.chunked ? "" : " step by step") + " eig " + to_string(e.eig) + " conv " +
+                     std::to_string(e.K) + " B " + std::to_string(e.B) + " T " + std::to_string(e.T) +
+                     (k.exact ? " (256 rows exactly)" : ""));
+        EXPECT_TRUE(cuda_packs_words(make_cuda_session(c), batch));
+        const Comparison r = compare(c, c, MatmulPrecision::fp32, 1300 + i, e.B, e.T, k.chunked, &batch);
+        const Comparison padded = compare(c, c, MatmulPrecision::fp32, 1300 + i, e.B, e.T, k.chunked, &batch, false);
+        std::printf("packed: %s%s eig %s conv %zu B %zu T %zu: all gradients %.2e (padded rows %.2e), worst %s %.2e "
+                    "(padded rows %s %.2e, CPU fp32 %.2e)\n",
+                    k.model, k.chunked ? "" : " (steps)", to_string(e.eig), e.K, e.B, e.T, r.all_gradients,
+                    padded.all_gradients, r.worst_tensor.c_str(), r.worst_gradient, padded.worst_tensor.c_str(),
+                    padded.worst_gradient, r.cpu32_worst_gradient);
         // The loss within 1e-5; each gradient within the fp32 bound, or (instances of many words whose
         // sums cancel: the padded rows' step exceeds the bound there too, e.g. 3.05e-5 for B 24 T 64's
         // conv_q) within 1.5x the padded rows' own error. A row of one word taken for another's, or a
@@ -392,6 +408,11 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceWithPackedWords) {
             EXPECT_LT(r.per_tensor[t].second, std::max(r.bound(1e-5), 1.5 * padded.per_tensor[t].second))
                 << r.per_tensor[t].first << ": padded rows " << padded.per_tensor[t].second;
     }
+    // neither the LSTM nor other head sizes pack
+    const Batch short_words = random_batch(24, 40, 3, 3, 1);
+    EXPECT_FALSE(cuda_packs_words(make_cuda_session(config_for("lstm", EigRange::unit, 64, 1)), short_words));
+    EXPECT_FALSE(cuda_packs_words(make_cuda_session(config_for("deltanet", EigRange::unit, 32, 2)), short_words));
+    EXPECT_TRUE(cuda_packs_words(make_cuda_session(config_for("deltanet", EigRange::unit, 64, 2)), short_words));
 }
 
 // The same shapes step by step (CudaOptions::chunked = false): on the GPUs that run the chunked

@@ -75,8 +75,9 @@ DeltaShape delta_shape(const Plan& p, const ModelConfig& c, bool chunks = true, 
                        const std::int32_t* offsets = nullptr) {
     return {p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale()), p.proj, chunks, lengths, p.packed ? offsets : nullptr};
 }
-DiagonalShape diagonal_shape(const Plan& p, const ModelConfig& c, const std::int32_t* lengths = nullptr) {
-    return {p.B, p.T, p.H, p.dh, p.K, c.eig == EigRange::signed_unit, p.proj, lengths};
+DiagonalShape diagonal_shape(const Plan& p, const ModelConfig& c, const std::int32_t* lengths = nullptr,
+                             const std::int32_t* offsets = nullptr) {
+    return {p.B, p.T, p.H, p.dh, p.K, c.eig == EigRange::signed_unit, p.proj, lengths, p.packed ? offsets : nullptr};
 }
 
 // The mixer's output norm's gain gradient: the norm's backward (rmsnorm_backward), or one partial
@@ -230,6 +231,11 @@ struct CudaSessionState {
     void drop_graphs() {
         for (auto& [shape, graph] : graphs) cudaGraphExecDestroy(graph.exec);
         graphs.clear();
+    }
+    void drop_graphs(std::size_t slot) {  // those of one slot
+        for (auto g = graphs.begin(); g != graphs.end();)
+            if (std::get<3>(g->first) == slot) cudaGraphExecDestroy(g->second.exec), g = graphs.erase(g);
+            else ++g;
     }
     ~CudaSessionState() {
         cudaSetDevice(device);
@@ -417,7 +423,7 @@ void forward_pass(CudaSession& session, const Plan& p) {
             blas.forward(ws + a.xn1, d, W + sl.wq, ws + a.pre, p.proj, N, d, p.proj);
             if (c.mixer == Mixer::mamba) {
                 add_bias(zg, p.proj, W + sl.bdt, N, d, st);
-                diagonal_forward(diagonal_shape(p, c, lengths), ws + a.pre, W + sl.conv_q, zg, W + sl.decay_log, ws + a.o,
+                diagonal_forward(diagonal_shape(p, c, lengths, offsets), ws + a.pre, W + sl.conv_q, zg, W + sl.decay_log, ws + a.o,
                                  p.training ? ws + a.saved : nullptr, st);
             } else {
                 delta_forward(delta_shape(p, c, session.options.chunked, lengths, offsets), ws + a.pre, W + sl.conv_q, zg,
@@ -599,20 +605,25 @@ void backward_pass(CudaSession& session, const Plan& p) {
             } else {
                 rmsnorm_backward(ws + a.o, W + sl.onorm, ws + a.ro, dOn, dO, G + sl.onorm, N, d, p.dh, false, onorm, st);
             }
+            // [dq | dk | dv | dz] past each word's end, where the step kernels stopped (Batch); the chunked
+            // kernels run to T and write the padding's gradients, exact zeros (its output gradient is 0).
+            // Packed, every kernel writes its words' rows, and the rows after the last word are zeroed.
+            auto zero_past_words = [&] {
+                if (p.packed) zero_past_packed_words(dpre, p.proj, p.proj, N, p.B, offsets, lengths, st);
+                else if (c.mixer == Mixer::mamba || !through_norm) zero_past_lengths(dpre, p.proj, p.proj, p.B, p.T, lengths, st);
+            };
             if (c.mixer == Mixer::mamba) {
-                diagonal_backward(diagonal_shape(p, c, lengths), ws + a.pre, W + sl.conv_q, zg, W + sl.decay_log, ws + a.saved,
-                                  dO, dpre, G + sl.conv_q, dz, G + sl.decay_log,
+                diagonal_backward(diagonal_shape(p, c, lengths, offsets), ws + a.pre, W + sl.conv_q, zg, W + sl.decay_log,
+                                  ws + a.saved, dO, dpre, G + sl.conv_q, dz, G + sl.decay_log,
                                   region(diagonal_backward_partials(diagonal_shape(p, c))), st);
-                zero_past_lengths(dpre, p.proj, p.proj, p.B, p.T, lengths, st);  // [dq | dk | dv | dz]: Batch
+                zero_past_words();
                 column_sums(dz, p.proj, G + sl.bdt, N, d, region(column_sums_partials(N, d)), st);
-            } else if (!through_norm) {
-                delta_backward(shape, ws + a.pre, W + sl.conv_q, zg, ws + a.saved, ws + a.final, dO, dpre, G + sl.conv_q,
-                               dz, region(delta_backward_partials(shape)), st);
-                zero_past_lengths(dpre, p.proj, p.proj, p.B, p.T, lengths, st);  // the step kernels stopped (Batch)
+            } else {
+                if (!through_norm)
+                    delta_backward(shape, ws + a.pre, W + sl.conv_q, zg, ws + a.saved, ws + a.final, dO, dpre,
+                                   G + sl.conv_q, dz, region(delta_backward_partials(shape)), st);
+                zero_past_words();
             }
-            // (the chunked kernels run to T and write the padding's gradients, exact zeros: its output
-            // gradient is 0; packed, they write each word's rows, and the rows after the last are zeroed)
-            if (p.packed) zero_past_packed_words(dpre, p.proj, p.proj, N, p.B, offsets, lengths, st);
             // one product each for the four projections (wq .. the gate adjacent, as in the forward)
             blas.input_grad(dpre, p.proj, W + sl.wq, dxn, d, N, d, p.proj, false);
             wq_done = side.weight_grad(ws + a.xn1, d, dpre, p.proj, G + sl.wq, N, d, p.proj);
@@ -654,8 +665,8 @@ void reserve(CudaSessionState& s, const Plan& p) {
     if (k.batch_host_capacity < need) {
         STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
         if (k.batch_host) STATETRACK_CUDA(cudaFreeHost(k.batch_host));
-        k.batch_host = nullptr;
-        s.drop_graphs();  // graphs copy from the old staging buffer
+        k.batch_host = nullptr, k.batch_host_capacity = 0;
+        s.drop_graphs(s.current);  // this slot's graphs copy from the old staging buffer
         STATETRACK_CUDA(cudaMallocHost(&k.batch_host, need * sizeof(std::int32_t)));
         k.batch_host_capacity = need;
     }
@@ -1013,18 +1024,11 @@ CudaStepResult cuda_adamw_step(CudaSession& session, const AdamWOptions& options
     return {0.0, std::sqrt(s.slot().results_host->grad_sq)};
 }
 
-void cuda_start_step(CudaSession& session, const Batch& batch, const AdamWOptions& options, std::size_t step, double lr) {
-    CudaSessionState& s = on_device(session);
-    if (s.in_flight.size() == s.slots.size())
-        throw std::logic_error("cuda_start_step: two steps in flight already; cuda_finish_step first");
-    // the slot no step in flight uses (the other one's buffers are still read by its step)
-    s.current = s.in_flight.empty() ? s.current : 1 - s.in_flight.front();
-    const Plan p = prepare(session, batch, true, &options, step, lr);
-    auto enqueue_step = [&] {
-        enqueue_loss_and_gradient(session, p);
-        enqueue_adamw(session);
-        enqueue_results(s);
-    };
+namespace {
+// The step's work on the stream: its graph (captured at the first step of each shape and slot), or
+// its launches, then the slot's event.
+template <class Enqueue>
+void launch_step(const CudaSession& session, CudaSessionState& s, const Plan& p, Enqueue enqueue_step) {
     poison(session);
     if (!session.options.graphs) {
         enqueue_step();
@@ -1051,6 +1055,29 @@ void cuda_start_step(CudaSession& session, const Batch& batch, const AdamWOption
         STATETRACK_CUDA(cudaGraphLaunch(found->second.exec, s.stream));
     }
     STATETRACK_CUDA(cudaEventRecord(s.slot().done, s.stream));
+}
+}  // namespace
+
+void cuda_start_step(CudaSession& session, const Batch& batch, const AdamWOptions& options, std::size_t step, double lr) {
+    CudaSessionState& s = on_device(session);
+    if (s.in_flight.size() == s.slots.size())
+        throw std::logic_error("cuda_start_step: two steps in flight already; cuda_finish_step first");
+    // the slot no step in flight uses (the other one's buffers are still read by its step)
+    s.current = s.in_flight.empty() ? s.current : 1 - s.in_flight.front();
+    const Plan p = prepare(session, batch, true, &options, step, lr);
+    auto enqueue_step = [&] {
+        enqueue_loss_and_gradient(session, p);
+        enqueue_adamw(session);
+        enqueue_results(s);
+    };
+    // A failure once work is enqueued (a launch, an event) leaves that work reading this slot's
+    // buffers without the slot being in flight: wait for it before the error goes on.
+    try {
+        launch_step(session, s, p, enqueue_step);
+    } catch (...) {
+        cudaStreamSynchronize(s.stream);
+        throw;
+    }
     s.in_flight.push_back(s.current);
 }
 
@@ -1082,7 +1109,12 @@ bool cuda_runs_chunked(const CudaSession& session) {
 }
 
 bool cuda_packs_words(const CudaSession& session, const Batch& batch) {
-    return session.options.packed && cuda_runs_chunked(session) && packed_rows(batch) < batch.batch * batch.length;
+    // head_dim 32: one word a warp in the step-by-step kernels (first_row, recurrences.cu), and the
+    // chunked kernels' only size; the LSTM steps all words at once, a time step at a time
+    const ModelConfig& c = session.config;
+    const std::size_t rows = packed_rows(batch);
+    return session.options.packed && c.mixer != Mixer::lstm && c.head_dim() == 32 && rows != 0 &&
+           rows < batch.batch * batch.length;
 }
 
 std::size_t cuda_session_bytes(const CudaSession& session) { return session.state ? session.state->bytes : 0; }

@@ -161,8 +161,9 @@ struct DeltaShape {
     // word's end zero_past_lengths then writes 0 (Batch).
     const std::int32_t* lengths = nullptr;
     // [B] the row of each word's first token where the words are packed, one after the other with no
-    // padding (training steps of the chunked kernels, Batch): lengths is then given too, and the
-    // chunked kernels stop at each word's end. Null: word b at rows b T .. b T + T - 1.
+    // padding (training steps at head_dim 32, Batch): lengths is then given too, and the kernels stop
+    // at each word's end (the step-by-step ones run a warp to its longest word: at head_dim 32 a warp
+    // holds one word). Null: word b at rows b T .. b T + T - 1.
     const std::int32_t* offsets = nullptr;
 };
 // The delta rules with their inputs' short causal conv + SiLU fused in. pre: [N][ld], its first d +
@@ -213,6 +214,7 @@ struct DiagonalShape {
     bool signed_range;
     std::size_t ld;  // the row stride of pre, zdt, dpre and dzdt, as DeltaShape's ([q | k | v | zdt]: 4 d)
     const std::int32_t* lengths = nullptr;  // as DeltaShape's
+    const std::int32_t* offsets = nullptr;  // as DeltaShape's (packed: head_dim 32 only)
 };
 #ifdef __CUDACC__
 // The steps the recurrences take for word b (Batch: they stop at its end).

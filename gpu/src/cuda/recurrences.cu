@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 #include "activations.cuh"
 #include "conv_taps.cuh"
@@ -71,6 +72,14 @@ __device__ Place place(std::size_t B, std::size_t H) {
     if (!valid) group = B * H - 1;
     __shared__ __align__(16) float shared[block_threads];
     return {group / H, group % H, int(thread % DH), valid, shared + (threadIdx.x / DH) * DH};
+}
+
+// Word b's first row: b T, or where the words are packed (Batch) its offset. Packed batches come
+// only at head_dim 32, where a warp holds one word and so runs to that word's end (warp_steps):
+// the rows past it are another word's.
+template <class Shape>
+__device__ std::size_t first_row(const Shape& s, std::size_t b) {
+    return s.offsets ? std::size_t(__ldg(s.offsets + b)) : b * s.T;
 }
 
 // How far a lane's group runs (Batch: the recurrences stop at a word's length): to the longest word
@@ -328,7 +337,7 @@ __global__ void __launch_bounds__(block_threads) delta_forward_kernel(DeltaShape
     float S[DH], kb[DH];
 #pragma unroll
     for (int r = 0; r < DH; ++r) S[r] = 0;
-    const std::size_t n0 = p.b * s.T;
+    const std::size_t n0 = first_row(s, p.b);
     for (std::size_t t0 = 0; t0 < warp_steps(s, p); t0 += cv.chunk) {  // to the warp's longest word
         const std::size_t t1 = min(warp_steps(s, p), t0 + cv.chunk);
         stage_conv<KT>(cv, area, slots, column, n0, t0, t1);
@@ -389,7 +398,7 @@ __global__ void __launch_bounds__(block_threads, 3) delta_backward_kernel(DeltaS
     load_row<DH>(final + ((p.b * H + p.h) * DH + std::size_t(p.c)) * DH, S);
 #pragma unroll
     for (int c = 0; c < DH; ++c) dS[c] = 0;
-    const std::size_t n0 = p.b * s.T, qcol = lane.q();
+    const std::size_t n0 = first_row(s, p.b), qcol = lane.q();
     for (std::size_t t1 = warp_steps(s, p); t1 > 0;) {
         const std::size_t t0 = t1 > cv.chunk ? t1 - cv.chunk : 0;
         stage_conv<KT>(cv, area, slots, column, n0, t0, t1);
@@ -507,7 +516,7 @@ __global__ void __launch_bounds__(block_threads) diagonal_forward_kernel(Diagona
 #pragma unroll
     for (int r = 0; r < DH; ++r) S[r] = 0;
     const float wlog = decay_log[ch];
-    const std::size_t n0 = p.b * s.T;
+    const std::size_t n0 = first_row(s, p.b);
     for (std::size_t t0 = 0; t0 < warp_steps(s, p); t0 += cv.chunk) {  // to the warp's longest word
         const std::size_t t1 = min(warp_steps(s, p), t0 + cv.chunk);
         stage_conv<KT>(cv, area, diagonal_slots, column, n0, t0, t1);
@@ -545,7 +554,7 @@ __global__ void __launch_bounds__(block_threads, 3) diagonal_backward_kernel(Dia
     for (int r = 0; r < DH; ++r) dS[r] = 0;
     const float wlog = decay_log[ch];
     float dwlog = 0;
-    const std::size_t n0 = p.b * s.T;
+    const std::size_t n0 = first_row(s, p.b);
     // The gate of step t, from its logit z (the pair's first step needs it for the recomputation too).
     auto gate_of = [&](std::size_t t, float& z) {
         z = zdt[(n0 + t) * s.ld + ch];
@@ -680,10 +689,15 @@ std::size_t recurrence_shared_bytes(std::size_t slots, std::size_t K, std::size_
 std::size_t delta_shared_bytes(std::size_t F, std::size_t K) { return recurrence_shared_bytes(delta_slots(F), K, 1); }
 std::size_t diagonal_shared_bytes(std::size_t K) { return recurrence_shared_bytes(diagonal_slots, K, state_every); }
 
+// Packed words (offsets) only where a warp holds one word: head_dim 32 (first_row).
+void check_packing(const std::int32_t* offsets, std::size_t dh, const char* kernel) {
+    if (offsets && dh != 32) throw std::logic_error(std::string(kernel) + ": packed words need head_dim 32");
+}
+
 void delta_forward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
                    float* final, cudaStream_t stream) {
     if (delta_forward_in_chunks(s, pre, conv, zbeta, o, u, final, stream)) return;
-    if (s.offsets) throw std::logic_error("delta_forward: packed words need the chunked kernels");
+    check_packing(s.offsets, s.dh, "delta_forward");
     const std::size_t slots = delta_slots(s.F);
     const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.ld, s.K, slots, false};
     launch_groups("delta_forward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
@@ -699,7 +713,7 @@ std::size_t delta_backward_partials(const DeltaShape& s) { return s.B * s.H * s.
 void delta_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
                     const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta,
                     const Partials& partials, cudaStream_t stream) {
-    if (s.offsets) throw std::logic_error("delta_backward: packed words need the chunked kernels");
+    check_packing(s.offsets, s.dh, "delta_backward");
     const std::size_t slots = delta_slots(s.F);
     const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.ld, s.K, slots, true};
     launch_groups("delta_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
@@ -715,6 +729,7 @@ void delta_backward(const DeltaShape& s, const float* pre, const float* conv, co
 std::size_t diagonal_saved_floats(const DiagonalShape& s) { return s.B * (s.T / state_every) * s.H * s.dh * s.dh; }
 void diagonal_forward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
                       const float* decay_log, float* o, float* saved, cudaStream_t stream) {
+    check_packing(s.offsets, s.dh, "diagonal_forward");
     const ConvLaunch cl{pre, conv, diagonal_slots * s.H * s.dh, s.ld, s.K, diagonal_slots, false, state_every};
     launch_groups("diagonal_forward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
                   [&](auto dh, auto kt) {
@@ -729,6 +744,7 @@ std::size_t diagonal_backward_partials(const DiagonalShape& s) {
 void diagonal_backward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
                        const float* decay_log, const float* saved, const float* dO, float* dpre, float* dconv,
                        float* dzdt, float* ddecay_log, const Partials& partials, cudaStream_t stream) {
+    check_packing(s.offsets, s.dh, "diagonal_backward");
     const ConvLaunch cl{pre, conv, diagonal_slots * s.H * s.dh, s.ld, s.K, diagonal_slots, true, state_every};
     launch_groups("diagonal_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
                   [](auto dh, auto kt) { return diagonal_backward_kernel<decltype(dh)::value, decltype(kt)::value>; }, s,

@@ -118,8 +118,9 @@ std::size_t cuda_steps_in_flight(const CudaSession& session);
 bool cuda_runs_chunked(const CudaSession& session);
 
 // Whether a training step on `batch` packs its words (Batch): options.packed, the rows that hold
-// them, rounded up to a multiple of 256, fewer than B T, and the chunked delta rule (cuda_runs_chunked). The step then
-// runs its products, norms and MLP on those rows only, and the recurrence stops at each word's end;
+// them, rounded up to a multiple of 256, fewer than B T, a linear-attention mixer (deltanet,
+// deltaproduct:N, mamba; not the LSTM) and head_dim 32 (the paper's d_model 128 with 4 heads). The
+// step then runs its products, norms and MLP on those rows only, and the recurrence stops at each word's end;
 // the result is the same up to rounding (the products sum over other rows). Forward passes
 // (cuda_forward) keep the padded rows: their logits come back [B T][classes].
 bool cuda_packs_words(const CudaSession& session, const Batch& batch);
