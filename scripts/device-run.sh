@@ -6,7 +6,7 @@
 # time limit so that one slow step cannot take the others' results with it.
 #   scripts/device-run.sh [tests] [sanitizer] [profile] [bench] [torch] [learn]   (default: all)
 # .devdeps/bin/bench_train_step.NAME (an earlier build, if carried) is benchmarked after the current one.
-# Environment: LEARN_STEPS (18000: ~50 s a run on an H100), LEARN_LRS ("1e-2"), LEARN_SEEDS ("1 2"),
+# Environment: LEARN_STEPS (18000: ~29 s a run on an H100), LEARN_LRS ("1e-2"), LEARN_SEEDS ("1 2"),
 # NCU_METRICS (ncu --metrics). The learning defaults are those of docs/training.md's latest time to learn.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -24,21 +24,21 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 
 if want tests; then
   note "device tests"
-  timeout 240 "$bin/test_gpu" --gtest_filter='CudaBackend*' >"$out/tests.log" 2>&1
+  timeout 300 "$bin/test_gpu" --gtest_filter='CudaBackend*:Trainer*' >"$out/tests.log" 2>&1
   echo "test_gpu exit $?" | tee -a "$out/run.log"
-  grep -E '^(tf32|bf16|chunks:) |FAILED|PASSED' "$out/tests.log" | tee -a "$out/run.log"
+  grep -E '^(tf32|bf16|chunks:|packed:) |FAILED|PASSED' "$out/tests.log" | tee -a "$out/run.log"
 fi
 
 if want sanitizer; then
   note "compute-sanitizer memcheck"
   timeout 180 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 \
-    "$bin/test_gpu" --gtest_filter='CudaBackend.AdamW*:CudaBackend.BadInput*:CudaBackend.Fp32MatchesCpuReferenceInChunks' >"$out/sanitizer.log" 2>&1
+    "$bin/test_gpu" --gtest_filter='CudaBackend.AdamW*:CudaBackend.BadInput*:CudaBackend.Fp32MatchesCpuReferenceInChunks:CudaBackend.Pipelined*:CudaBackend.*PackedWords' >"$out/sanitizer.log" 2>&1
   echo "memcheck exit $?" | tee -a "$out/run.log"
   tail -3 "$out/sanitizer.log" | tee -a "$out/run.log"
   # the recurrences share shared-memory tiles within a warp: racecheck them (head dims 8 and 16)
   note "compute-sanitizer racecheck"
   timeout 180 compute-sanitizer --tool racecheck --error-exitcode 9 \
-    "$bin/test_gpu" --gtest_filter='CudaBackend.ComparisonCatches*:CudaBackend.Fp32MatchesCpuReferenceInChunks' >"$out/racecheck.log" 2>&1
+    "$bin/test_gpu" --gtest_filter='CudaBackend.ComparisonCatches*:CudaBackend.Fp32MatchesCpuReferenceInChunks:CudaBackend.*PackedWords' >"$out/racecheck.log" 2>&1
   echo "racecheck exit $?" | tee -a "$out/run.log"
   tail -2 "$out/racecheck.log" | tee -a "$out/run.log"
 fi
