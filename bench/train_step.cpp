@@ -3,8 +3,9 @@
 // time for a deltanet to reach scaled accuracy 1.0 on parity at test lengths 40-256.
 //
 //   bench_train_step [--steps N] [--out FILE] [--learn | --only-learn] [--learn-steps N (6000)] [--lr X (1e-2)]
-//   bench_train_step --profile [--profile-model M] [--profile-matmul P]   (for ncu: deltanet, or M, with
-//                        TF32 products, or P, at T = 40 and 256, three steps each without a graph)
+//   bench_train_step --profile [--profile-model M] [--profile-matmul P] [--profile-words MIN]
+//                        (for ncu: deltanet, or M, with TF32 products, or P, at T = 40 and 256, three
+//                        steps each without a graph; words of lengths MIN..T, as training's, if given)
 //
 // Targets (issue 7, one H100): 2-layer deltanet, d_model 128, 4 heads, batch 1024: <= 1.7 ms/step
 // at T = 40 and <= 6 ms/step at T = 256. Without a GPU it says so and exits 0.
@@ -206,25 +207,32 @@ nlohmann::json learn(EigRange eig, std::size_t steps, double lr, std::uint64_t s
 int main(int argc, char** argv) {
     // lr 1e-2 over 6000 steps: the setting that reached scaled accuracy 1.0 through `statetrack train`
     // (docs/training.md); 1e-3 stayed below 0.95 in this budget
-    std::size_t steps = 50, learn_steps = 6000;
+    std::size_t steps = 50, learn_steps = 6000, profile_words = 0;
     double lr = 1e-2;
     bool do_learn = false, only_learn = false, profile = false, profile_options_given = false;
     std::string out = "bench_train_step.json", profile_model = "deltanet", profile_matmul = "tf32";
+    const char* usage = "usage: bench_train_step [--steps N] [--out FILE] [--learn|--only-learn] [--learn-steps N] [--lr X] "
+                        "[--profile [--profile-model M] [--profile-matmul P] [--profile-words MIN]]\n";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto value = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-        if (a == "--steps") steps = std::stoul(value());
-        else if (a == "--out") out = value();
-        else if (a == "--learn") do_learn = true;
-        else if (a == "--only-learn") do_learn = only_learn = true;
-        else if (a == "--learn-steps") learn_steps = std::stoul(value());
-        else if (a == "--lr") lr = std::stod(value());
-        else if (a == "--profile") profile = true;
-        else if (a == "--profile-model") profile_model = value(), profile_options_given = true;
-        else if (a == "--profile-matmul") profile_matmul = value(), profile_options_given = true;
-        else {
-            fmt::print(stderr, "usage: bench_train_step [--steps N] [--out FILE] [--learn|--only-learn] [--learn-steps N] [--lr X] "
-                               "[--profile [--profile-model M] [--profile-matmul P]]\n");
+        try {
+            if (a == "--steps") steps = std::stoul(value());
+            else if (a == "--out") out = value();
+            else if (a == "--learn") do_learn = true;
+            else if (a == "--only-learn") do_learn = only_learn = true;
+            else if (a == "--learn-steps") learn_steps = std::stoul(value());
+            else if (a == "--lr") lr = std::stod(value());
+            else if (a == "--profile") profile = true;
+            else if (a == "--profile-model") profile_model = value(), profile_options_given = true;
+            else if (a == "--profile-matmul") profile_matmul = value(), profile_options_given = true;
+            else if (a == "--profile-words") profile_words = std::stoul(value()), profile_options_given = true;
+            else {
+                fmt::print(stderr, "{}", usage);
+                return 2;
+            }
+        } catch (const std::logic_error&) {  // stoul / stod: not a number
+            fmt::print(stderr, "bench_train_step: {} needs a number\n{}", a, usage);
             return 2;
         }
     }
@@ -232,7 +240,8 @@ int main(int argc, char** argv) {
     if (profile_options_given) {  // the options and the names checked before any device work
         ModelConfig check;
         try {
-            if (!profile) throw std::invalid_argument("--profile-model and --profile-matmul need --profile");
+            if (!profile) throw std::invalid_argument("--profile-model, --profile-matmul and --profile-words need --profile");
+            if (profile_words > 40) throw std::invalid_argument("--profile-words: at most 40 (the shorter T)");
             parse_model_name(profile_model, check);
             matmul = parse_matmul_precision(profile_matmul);
         } catch (const std::exception& e) {
@@ -249,7 +258,7 @@ int main(int argc, char** argv) {
         // For a profiler (ncu): the model at T = 40 then T = 256, three steps each without a graph, so
         // every kernel shows as its own launch; the last step of each is the one to read.
         for (std::size_t T : {40, 256})
-            time_shape({profile_model, profile_model, 2, T, 2, 2, matmul, false}, 1024, 0);
+            time_shape({profile_model, profile_model, 2, T, 2, 2, matmul, false, profile_words}, 1024, 0);
         return 0;
     }
     nlohmann::json result = {{"device", cuda_device_description()}, {"steps", steps}};
