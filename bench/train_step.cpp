@@ -96,8 +96,8 @@ nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
     // The same steps back to back as `statetrack train` runs them: the next begun before the one
     // before ends (two in flight), so the GPU does not wait for the host between steps.
     const auto start = Clock::now();
+    if (steps) cuda_start_step(session, batches[0], o, 3 + steps, 1e-4);
     for (std::size_t i = 0; i < steps; ++i) {
-        if (i == 0) cuda_start_step(session, batches[0], o, 3 + steps, 1e-4);
         if (i + 1 < steps) cuda_start_step(session, batches[(i + 1) % 4], o, 3 + steps + i + 1, 1e-4);
         loss = cuda_finish_step(session).loss;
     }

@@ -310,7 +310,7 @@ nlohmann::json train_impl(const Task& task, const TrainOptions& options, std::os
         if (const double a = record["eval"]["scaled_accuracy"].get<double>(); a > best) best = a, best_step = record["step"].get<std::size_t>();
     const std::size_t last_step = options.stop_at ? options.stop_at : options.steps;
     // Each step's batch is sampled, and the step begun, while the step before it runs (on the GPU;
-    // on the CPU begin_step does the work): the batches of the steps begun and not ended, oldest first.
+    // on the CPU end_step does the work): the batches of the steps begun and not ended, oldest first.
     std::deque<Batch> begun;
     auto begin_step = [&](std::size_t step) {
         begun.push_back(sample_batch(task, options.batch, options.train_len, options.seed, step + 1));

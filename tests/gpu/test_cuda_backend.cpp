@@ -67,6 +67,11 @@ std::vector<double> random_params(const ParameterLayout& layout, std::uint64_t s
     }
     return w;
 }
+// The same weights in fp32, as the tests that train on the device upload them.
+std::vector<float> random_float_params(const ParameterLayout& layout, std::uint64_t seed) {
+    const auto w = random_params(layout, seed);
+    return std::vector<float>(w.begin(), w.end());
+}
 
 template <class A, class B>
 double relative_error(const A& got, const B& want, std::size_t begin, std::size_t end) {
@@ -547,8 +552,7 @@ TEST(CudaBackend, Bf16WeightCopyFollowsEveryUpdate) {
     SKIP_WITHOUT_GPU();
     const auto c = config_for("deltanet", EigRange::signed_unit, 32, 2);
     const auto layout = parameter_layout(c);
-    const auto wd = random_params(layout, 901);
-    const std::vector<float> w0(wd.begin(), wd.end());
+    const std::vector<float> w0 = random_float_params(layout, 901);
     AdamWOptions o;
     o.lr = 1e-2;
     CudaSession trained = make_cuda_session(c, {MatmulPrecision::bf16, true, true});
@@ -672,8 +676,7 @@ TEST(CudaBackend, AdamWStepAndGraphMatchReference) {
         SCOPED_TRACE(std::string(k.model) + " eig " + to_string(k.eig));
         const auto c = config_for(k.model, k.eig, 32, 2);
         const auto layout = parameter_layout(c);
-        const auto wd = random_params(layout, ++seed);
-        std::vector<float> w(wd.begin(), wd.end());
+        std::vector<float> w = random_float_params(layout, ++seed);
         AdamWOptions o;
         o.lr = 3e-3, o.clip = 0.05;
         CudaSession plain = make_cuda_session(c, {MatmulPrecision::fp32, false, true});
@@ -734,8 +737,7 @@ TEST(CudaBackend, TrainingRepeatsBitForBit) {
         c.vocab = k.vocab;
         validate(c);
         const auto layout = parameter_layout(c);
-        const auto wd = random_params(layout, ++seed);
-        const std::vector<float> w0(wd.begin(), wd.end());
+        const std::vector<float> w0 = random_float_params(layout, ++seed);
         AdamWOptions o;
         o.lr = 3e-3, o.clip = 0.05;
         struct Run {
@@ -785,8 +787,7 @@ TEST(CudaBackend, PipelinedStepsEqualSingleSteps) {
         const auto c = config_for(model, EigRange::signed_unit, model == "lstm" ? 30 : model == "deltanet" ? 64 : 32,
                                   model == "lstm" ? 1 : 2);
         const auto layout = parameter_layout(c);
-        const auto wd = random_params(layout, 811);
-        const std::vector<float> w0(wd.begin(), wd.end());
+        const std::vector<float> w0 = random_float_params(layout, 811);
         AdamWOptions o;
         o.lr = 3e-3;
         const std::size_t lengths[] = {40, 40, 12, 40, 12, 64, 64, 40, 64};  // 64: the workspace grows
@@ -848,8 +849,7 @@ TEST(CudaBackend, PipelinedStepsRefuseMisuse) {
     SKIP_WITHOUT_GPU();
     const auto c = config_for("deltanet", EigRange::unit, 32, 2);
     const auto layout = parameter_layout(c);
-    const auto wd = random_params(layout, 812);
-    const std::vector<float> w0(wd.begin(), wd.end());
+    const std::vector<float> w0 = random_float_params(layout, 812);
     AdamWOptions o;
     const Batch a = random_batch(16, 20, c.vocab, c.classes, 1), b = random_batch(16, 20, c.vocab, c.classes, 2);
     CudaSession reference = make_cuda_session(c);

@@ -62,7 +62,8 @@ struct Plan {
     std::size_t dO;  // the mixers' output gradient: not in s2, which the MLP's wgate gradient may still read
     std::size_t dx16;  // bf16 copy of dx, the MLP backward's operand (mlp16 only)
     // Packed (Batch): the words one after the other in N >= the sum of their lengths rows, no padding
-    // between them (training steps of the chunked delta rule); otherwise word b at rows b T .. and N = B T.
+    // between them (training steps at head_dim 32: cuda_packs_words); otherwise word b at rows b T ..
+    // and N = B T.
     bool packed;
     std::size_t tokens, targets, lengths, offsets;  // int32 arrays ([N], [N], [B], [B]), in float-sized slots
     std::size_t partials;         // the fixed-order sums' scratch (kernels.cuh): see make_plan

@@ -144,13 +144,9 @@ __device__ float norm_reciprocal(const float* row) {
     return 1.0f / sqrtf(sum + norm_eps);
 }
 
-// Word b's first row and the steps the chunked kernels take on it: rows b T .. b T + T - 1 and T
-// where the batch is padded (past each word's end the padding's rows, whose gates are 0), the
-// packed rows of the word and its length where words are packed (Batch; rows past its end are the
-// next word's: the kernels neither read nor write them).
-__device__ std::size_t word_row(const DeltaShape& s, std::size_t b) {
-    return s.offsets ? std::size_t(__ldg(s.offsets + b)) : b * s.T;
-}
+// The steps the chunked kernels take on word b (from its first_row): T where the batch is padded
+// (past each word's end the padding's rows, whose gates are 0), its length where the words are
+// packed (Batch; the rows past its end are the next word's: the kernels neither read nor write them).
 __device__ std::size_t chunked_steps(const DeltaShape& s, std::size_t b) {
     return s.offsets ? std::size_t(__ldg(s.lengths + b)) : s.T;
 }
@@ -165,7 +161,7 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
     const std::size_t group = std::size_t(blockIdx.x) * warps_per_block + threadIdx.x / 32;
     if (group >= s.B * s.H) return;  // the whole warp: nothing below syncs across warps
     const std::size_t H = s.H, b = group / H, h = group % H, d = H * DH, ld = s.ld;
-    const std::size_t n0 = word_row(s, b), steps = chunked_steps(s, b);
+    const std::size_t n0 = first_row(s, b), steps = chunked_steps(s, b);
     float* tile = chunk_shared + (threadIdx.x / 32) * Tiles::floats;
     float *sk = tile + Tiles::k, *sq = tile + Tiles::q, *sv = tile + Tiles::v, *lp = tile + Tiles::lp;
     float *ss = tile + Tiles::s, *sbeta = tile + Tiles::beta, *snorm = tile + Tiles::norm;
@@ -390,7 +386,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
     const std::size_t group = blockIdx.x;  // one block a (word, head)
     const std::size_t H = s.H, b = group / H, h = group % H, d = H * DH, ld = s.ld;
-    const std::size_t n0 = word_row(s, b), steps = chunked_steps(s, b);
+    const std::size_t n0 = first_row(s, b), steps = chunked_steps(s, b);
     float* tile = chunk_shared;
     float *sk = tile + BackTiles::k, *sq = tile + BackTiles::q, *su = tile + BackTiles::u;
     float *sgo = tile + BackTiles::go, *sdr = tile + BackTiles::dr, *sg = tile + BackTiles::g;

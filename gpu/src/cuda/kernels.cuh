@@ -222,6 +222,13 @@ template <class Shape>
 __device__ inline std::size_t word_steps(const Shape& s, std::size_t b) {
     return s.lengths ? std::size_t(__ldg(s.lengths + b)) : s.T;
 }
+// Word b's first row: b T, or where the words are packed (offsets, Batch) its offset; the rows
+// past its end are then the next word's, so the kernels must stop there (the step-by-step ones run a
+// warp to its longest word: packed batches come only at head_dim 32, where a warp is one word).
+template <class Shape>
+__device__ inline std::size_t first_row(const Shape& s, std::size_t b) {
+    return s.offsets ? std::size_t(__ldg(s.offsets + b)) : b * s.T;
+}
 #endif
 // The diagonal recurrence with the conv + SiLU of its inputs fused in, as for the delta rules.
 // pre: [N][ld], its first 3 d columns [q | k | v] before the conv; conv: [3 d][K]; zdt: d columns of

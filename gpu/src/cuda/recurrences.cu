@@ -74,14 +74,6 @@ __device__ Place place(std::size_t B, std::size_t H) {
     return {group / H, group % H, int(thread % DH), valid, shared + (threadIdx.x / DH) * DH};
 }
 
-// Word b's first row: b T, or where the words are packed (Batch) its offset. Packed batches come
-// only at head_dim 32, where a warp holds one word and so runs to that word's end (warp_steps):
-// the rows past it are another word's.
-template <class Shape>
-__device__ std::size_t first_row(const Shape& s, std::size_t b) {
-    return s.offsets ? std::size_t(__ldg(s.offsets + b)) : b * s.T;
-}
-
 // How far a lane's group runs (Batch: the recurrences stop at a word's length): to the longest word
 // among the warp's groups, as the shuffles need every lane of the warp at every step. A group whose
 // word ends sooner runs on through padding, where zero_past_lengths then writes 0 over its outputs;
