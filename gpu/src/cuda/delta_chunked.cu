@@ -46,12 +46,23 @@ struct Tiles {
     static constexpr int floats = norm + 2 * C;
 };
 
-// d += a b for one 8 x 8 x 4 tile in double (fragments as in the PTX ISA's mma.m8n8k4 .f64 layout).
-__device__ void dmma(double (&d)[2], double a, double b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// d += a b for 8 x 8 x 4 tiles in double, fragments as in the PTX ISA's mma .f64 layouts. On sm_90
+// one m16n8k4 takes both 8-row halves of a 16-row tile (d: rows g and g + 8, a: A(g, q) and A(g + 8,
+// q), b = B(q, g)); sm_80 has only m8n8k4, one half at a time. Measured on an H100 with 4-16 warps an
+// SM (2026-11-26): a warp's m8n8k4 runs at half the FP64 tensor cores' rate, 33 TFLOPS against 56-63
+// for m16n8k4 (and for m16n8k8 and m16n8k16, which were no faster here and spilled in the backward).
+__device__ void dmma(double (&d)[2][2], double a0, double a1, double b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};"
+                 : "+d"(d[0][0]), "+d"(d[0][1]), "+d"(d[1][0]), "+d"(d[1][1])
+                 : "d"(a0), "d"(a1), "d"(b));
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
-                 : "+d"(d[0]), "+d"(d[1])
-                 : "d"(a), "d"(b));
+                 : "+d"(d[0][0]), "+d"(d[0][1])
+                 : "d"(a0), "d"(b));
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+                 : "+d"(d[1][0]), "+d"(d[1][1])
+                 : "d"(a1), "d"(b));
 #else
     __trap();  // the launchers use these kernels only where they were built for sm_80 or later
 #endif
@@ -85,11 +96,7 @@ __device__ void product(float (&d)[NT][4], AT A, BT B, int g, int q) {
         const int k0 = 4 * ks;
         const double a0 = A(g, k0 + q), a1 = A(g + 8, k0 + q);
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-            const double b = B(k0 + q, 8 * nt + g);
-            dmma(acc[nt][0], a0, b);
-            dmma(acc[nt][1], a1, b);
-        }
+        for (int nt = 0; nt < NT; ++nt) dmma(acc[nt], a0, a1, B(k0 + q, 8 * nt + g));
     }
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
