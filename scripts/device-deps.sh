@@ -29,7 +29,7 @@ for pc in gmp mpfr fmt; do
   [ -f "$f" ] && sed "s|^prefix=.*|prefix=$dest|; s|^libdir=.*|libdir=\${prefix}/lib|; s|^includedir=.*|includedir=\${prefix}/include|" "$f" >"$dest/lib/pkgconfig/$pc.pc"
 done
 if [ $# -ge 1 ]; then
-  for b in "$1"/tests/test_gpu "$1"/bench/bench_train_step "$1"/cli/statetrack; do
+  for b in "$1"/tests/test_gpu "$1"/bench/bench_train_step "$1"/bench/bench_fp64_mma "$1"/cli/statetrack; do
     [ -f "$b" ] && cp "$b" "$dest/bin/"
   done
 fi

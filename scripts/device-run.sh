@@ -61,6 +61,8 @@ if want bench; then
     note "bench variant ${variant##*/}"
     timeout 120 "$variant" --steps 30 --out "$out/${variant##*/}.json" 2>&1 | tee -a "$out/run.log"
   done
+  # the FP64 tensor-core shapes and conversions the chunked delta rule is built on
+  [ -x "$bin/bench_fp64_mma" ] && timeout 60 "$bin/bench_fp64_mma" --out "$out/fp64_mma.json" 2>&1 | tee -a "$out/run.log"
 fi
 
 if want learn; then
