@@ -16,7 +16,7 @@ namespace {
 struct TrainArgs {
     std::string task, model = "deltanet", eig = "-1,1", train_len = "3:40", test_len = "40:256";
     std::string label = "final", target = "accept", device = "cpu", precision = "fp32", matmul = "tf32", out;
-    std::string cuda_recurrences = "chunked";
+    std::string cuda_recurrences = "chunked", cuda_words = "packed";
     int cuda_device = 0;
     std::size_t layers = 1, d_model = 16, heads = 1, batch = 32, steps = 1000, eval_every = 0, eval_words = 16;
     std::size_t mlp = 0, stop_at = 0;
@@ -31,6 +31,7 @@ void run_train(const TrainArgs& a) {
     o.device = parse_device(a.device);
     o.matmul = parse_matmul_precision(a.matmul);
     o.cuda_chunked = parse_cuda_recurrences(a.cuda_recurrences);
+    o.cuda_packed = parse_cuda_words(a.cuda_words);
     o.cuda_device = a.cuda_device;
     parse_model_name(a.model, o.model);
     o.model.eig = parse_eig_range(a.eig);
@@ -96,6 +97,7 @@ void add_train(CLI::App& app) {
     cmd->add_option("--cuda-device", a->cuda_device, "Which GPU (--device cuda)")->capture_default_str();
     cmd->add_option("--matmul", a->matmul, "CUDA matrix products: tf32 (tensor cores), bf16 (tf32, and the MLP in bf16) or fp32 (exact)")->capture_default_str();
     cmd->add_option("--cuda-recurrences", a->cuda_recurrences, "CUDA deltanet at head_dim 32: chunked (16 steps at a time on the FP64 tensor cores, on GPUs fast at FP64) or steps (token by token, as every other shape)")->capture_default_str();
+    cmd->add_option("--cuda-words", a->cuda_words, "CUDA training steps at head_dim 32: packed (the words' rows only, one after the other) or padded (every word T rows long)")->capture_default_str();
     cmd->add_option("--precision", a->precision, "Arithmetic: fp32 or fp64 (fp64: CPU only)")->capture_default_str();
     cmd->add_option("--eval-every", a->eval_every, "Evaluate and checkpoint every N steps (0: steps / 10)")->capture_default_str();
     cmd->add_option("--eval-words", a->eval_words, "Test words per length")->capture_default_str();

@@ -61,6 +61,7 @@ constexpr SweepKey keys[] = {
     {"precision", "--precision", Kind::text, "\"fp32\""},
     {"matmul", "--matmul", Kind::text, "\"tf32\""},  // CUDA only: passed with --device cuda
     {"cuda_recurrences", "--cuda-recurrences", Kind::text, "\"chunked\""},  // CUDA only, as matmul
+    {"cuda_words", "--cuda-words", Kind::text, "\"packed\""},              // CUDA only, as matmul
 };
 // Keys of a spec that are not trainer options.
 constexpr const char* meta_keys[] = {"format", "name", "description", "grid"};
@@ -109,6 +110,7 @@ json normalize(const SweepKey& key, const json& value, const std::string& origin
         if (name == "precision") return to_string(parse_precision(text));
         if (name == "matmul") return to_string(parse_matmul_precision(text));
         if (name == "cuda_recurrences") return cuda_recurrences_name(parse_cuda_recurrences(text));
+        if (name == "cuda_words") return cuda_words_name(parse_cuda_words(text));
         if (name == "train_len" || name == "test_len") {
             const LengthRange r = parse_length_range(text, key.flag);
             return fmt::format("{}:{}", r.min, r.max);
@@ -308,7 +310,8 @@ std::vector<std::string> train_arguments(const SweepRun& run, const std::string&
     std::vector<std::string> args{"train"};
     for (const auto& k : keys) {
         // the CUDA backend's own options go to CUDA runs only
-        if (k.flag == std::string_view("--matmul") || k.flag == std::string_view("--cuda-recurrences"))
+        if (k.flag == std::string_view("--matmul") || k.flag == std::string_view("--cuda-recurrences") ||
+            k.flag == std::string_view("--cuda-words"))
             if (device != "cuda") continue;
         args.push_back(k.flag);
         const json& v = run.config.at(k.key);

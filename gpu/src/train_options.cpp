@@ -60,7 +60,8 @@ nlohmann::json options_to_json(const TrainOptions& o) {
             {"device", to_string(o.device)},
             {"matmul", o.device == Device::cuda ? to_string(o.matmul) : "none"},
             // the two paths round differently, so a resume keeps the run's
-            {"cuda_recurrences", o.device == Device::cuda ? cuda_recurrences_name(o.cuda_chunked) : "none"}};
+            {"cuda_recurrences", o.device == Device::cuda ? cuda_recurrences_name(o.cuda_chunked) : "none"},
+            {"cuda_words", o.device == Device::cuda ? cuda_words_name(o.cuda_packed) : "none"}};
 }
 
 TrainOptions options_from_json(const nlohmann::json& j, const std::string& origin) {
@@ -87,6 +88,11 @@ TrainOptions options_from_json(const nlohmann::json& j, const std::string& origi
         // absent in checkpoints written before the option: those ran chunked where the GPU could
         const std::string recurrences = j.value("cuda_recurrences", std::string("none"));
         if (recurrences != "none") o.cuda_chunked = parse_cuda_recurrences(recurrences);
+        // absent in checkpoints written before the option: from the build that began packing words
+        // (2026-11-26) those ran packed; older ones resume packed too, their last bits aside as after
+        // any change of the kernels
+        const std::string words = j.value("cuda_words", std::string("none"));
+        if (words != "none") o.cuda_packed = parse_cuda_words(words);
         return o;
     } catch (const nlohmann::json::exception& e) {
         throw InputError(origin, "/options", fmt::format("malformed options: {}", e.what()));

@@ -188,6 +188,7 @@ std::size_t eval_token_budget(const TrainOptions& o) { return std::max<std::size
 CudaSession open_cuda_session(const TrainOptions& o) {
     CudaOptions cuda;
     cuda.matmul = o.matmul, cuda.device = o.cuda_device, cuda.chunked = o.cuda_chunked;
+    cuda.packed = o.cuda_packed;
     return make_cuda_session(o.model, cuda);
 }
 

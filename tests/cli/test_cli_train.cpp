@@ -81,6 +81,7 @@ TEST(CliTrain, BadInputIsExitCodeTwoWithOneLine) {
         {"train --task zoo:parity --device cuda --cuda-device -1" + o, "GPU index"},
         {"train --task zoo:parity --device cuda --matmul bf8" + o, "fp32, tf32 or bf16"},
         {"train --task zoo:parity --device cuda --cuda-recurrences fast" + o, "chunked or steps"},
+        {"train --task zoo:parity --device cuda --cuda-words squeezed" + o, "packed or padded"},
         {"train --task zoo:parity --d-model 10 --heads 3" + o, "not divisible"},
         {"train --task zoo:parity --eig 0,2" + o, "eigenvalue range"},
         {"train --task zoo:parity --train-len 9:3" + o, "empty range"},

@@ -58,7 +58,8 @@ TEST(Sweep, ExpandsTheProductOnceEach) {
 TEST(Sweep, CudaOptionsArePassedToCudaRunsOnly) {
     const SweepSpec plain = parse_sweep_spec(spec_of({{"task", "zoo:parity"}}), "spec.json");
     const SweepSpec spec = parse_sweep_spec(
-        spec_of({{"task", "zoo:parity"}, {"cuda_recurrences", {"steps", "chunked"}}, {"matmul", "bf16"}}), "spec.json");
+        spec_of({{"task", "zoo:parity"}, {"cuda_recurrences", {"steps", "chunked"}}, {"matmul", "bf16"}, {"cuda_words", "padded"}}),
+        "spec.json");
     ASSERT_EQ(spec.runs.size(), 2u);
     auto value_after = [](const std::vector<std::string>& args, const std::string& flag) -> std::string {
         const auto at = std::find(args.begin(), args.end(), flag);
@@ -69,11 +70,14 @@ TEST(Sweep, CudaOptionsArePassedToCudaRunsOnly) {
         const auto cuda = train_arguments(run, "out", "cuda"), cpu = train_arguments(run, "out", "cpu");
         recurrences.insert(value_after(cuda, "--cuda-recurrences"));
         EXPECT_EQ(value_after(cuda, "--matmul"), "bf16");
+        EXPECT_EQ(value_after(cuda, "--cuda-words"), "padded");
         EXPECT_EQ(value_after(cpu, "--cuda-recurrences"), "(absent)");
+        EXPECT_EQ(value_after(cpu, "--cuda-words"), "(absent)");
         EXPECT_EQ(value_after(cpu, "--matmul"), "(absent)");
     }
     EXPECT_EQ(recurrences, (std::set<std::string>{"chunked", "steps"}));
-    const SweepSpec chunked = parse_sweep_spec(spec_of({{"task", "zoo:parity"}, {"cuda_recurrences", "chunked"}}), "spec.json");
+    const SweepSpec chunked = parse_sweep_spec(
+        spec_of({{"task", "zoo:parity"}, {"cuda_recurrences", "chunked"}, {"cuda_words", "packed"}}), "spec.json");
     EXPECT_EQ(chunked.runs.front().id, plain.runs.front().id);
 }
 
@@ -164,6 +168,7 @@ TEST(Sweep, BadSpecsNameTheJsonPointer) {
         {spec_of({{"task", "zoo:parity"}, {"d_model", 10}, {"heads", 3}}), "/"},            // heads must divide d_model
         {spec_of({{"task", "zoo:parity"}, {"test_len", "9:3"}}), "/test_len"},
         {spec_of({{"task", "zoo:parity"}, {"cuda_recurrences", {"steps", "chunks"}}}), "/cuda_recurrences/1"},
+        {spec_of({{"task", "zoo:parity"}, {"cuda_words", "squeezed"}}), "/cuda_words"},
         {json::array({1, 2}), "/"},
     };
     for (const auto& [spec, pointer] : cases) {

@@ -265,6 +265,37 @@ TEST(Trainer, StepsBegunAheadTrainAsStepsOneAtATime) {
         }
 }
 
+// --cuda-words padded runs every word on T rows, as before words were packed: the same model to
+// rounding, recorded in the checkpoint, and a resume that asks for packed words is refused by name.
+TEST(Trainer, CudaWordsPaddedIsARecordedOptionOfTheRun) {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+    const Task task{parity_dfa(), "parity", LabelMode::final_position, Target::accept};
+    const auto packed = fresh_dir("words_packed"), padded = fresh_dir("words_padded");
+    TrainOptions o = tiny_options("deltanet", packed);
+    o.device = Device::cuda, o.model.d_model = 64, o.steps = 6, o.eval_every = 3;  // head_dim 32: packed steps
+    train(task, o, nullptr);
+    o.out_dir = padded.string(), o.cuda_packed = false, o.stop_at = 3;
+    train(task, o, nullptr);
+    const std::string path = (padded / "checkpoint.bin").string();
+    EXPECT_FALSE(read_checkpoint(path).options.cuda_packed);
+    o.stop_at = 0, o.resume = true, o.cuda_packed = true;
+    try {
+        train(task, o, nullptr);
+        ADD_FAILURE() << "a padded run resumed with packed words";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("cuda_words"), std::string::npos) << e.what();
+    }
+    o.cuda_packed = false;
+    train(task, o, nullptr);
+    const Checkpoint a = read_checkpoint((packed / "checkpoint.bin").string()), b = read_checkpoint(path);
+    ASSERT_EQ(b.step, 6u);
+    ASSERT_EQ(a.params.size(), b.params.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < a.params.size(); ++i)
+        worst = std::max(worst, std::abs(a.params[i] - b.params[i]) / (std::abs(a.params[i]) + 1e-3));
+    EXPECT_LT(worst, 1e-3) << "packed and padded words trained different models";
+}
+
 TEST(Trainer, WritesMetricsSummaryAndAnEvaluableCheckpoint) {
     const Task task{mod3_dfa(), "mod3", LabelMode::every_position, Target::state};
     const auto out = fresh_dir("outputs");
@@ -335,22 +366,32 @@ TrainOptions four_step_parity_run(const std::string& name) {
     return o;
 }
 
-// The CUDA recurrences' path is one of the options a resume must keep: stored for CUDA runs ("none"
-// for the CPU, which has one path), read back, defaulting to chunked in checkpoints written before it,
-// and refused by name when misspelt.
-TEST(Checkpoint, CudaRecurrencesAreStoredAndReadBack) {
-    TrainOptions o;
-    EXPECT_EQ(options_to_json(o).at("cuda_recurrences"), "none");
-    o.device = Device::cuda;
-    EXPECT_EQ(options_to_json(o).at("cuda_recurrences"), "chunked");
-    o.cuda_chunked = false;
-    auto json = options_to_json(o);
-    EXPECT_EQ(json.at("cuda_recurrences"), "steps");
-    EXPECT_FALSE(options_from_json(json, "test").cuda_chunked);
-    json.erase("cuda_recurrences");
-    EXPECT_TRUE(options_from_json(json, "test").cuda_chunked);
-    json["cuda_recurrences"] = "fast";
-    EXPECT_THROW(options_from_json(json, "test"), InputError);
+// The CUDA backend's paths are options a resume must keep (they round differently): the
+// recurrences' (chunked or step by step) and the words' rows (packed or padded). Each is stored for
+// CUDA runs ("none" for the CPU, which has one path), read back, defaulting to the first path in
+// checkpoints written before the option existed, and refused by name when misspelt.
+TEST(Checkpoint, CudaPathsAreStoredAndReadBack) {
+    struct Option {
+        const char* key;
+        bool TrainOptions::*on;
+        const char *yes, *no, *misspelt;
+    };
+    for (const Option& option : {Option{"cuda_recurrences", &TrainOptions::cuda_chunked, "chunked", "steps", "fast"},
+                                 Option{"cuda_words", &TrainOptions::cuda_packed, "packed", "padded", "squeezed"}}) {
+        SCOPED_TRACE(option.key);
+        TrainOptions o;
+        EXPECT_EQ(options_to_json(o).at(option.key), "none");
+        o.device = Device::cuda;
+        EXPECT_EQ(options_to_json(o).at(option.key), option.yes);
+        o.*option.on = false;
+        auto json = options_to_json(o);
+        EXPECT_EQ(json.at(option.key), option.no);
+        EXPECT_FALSE(options_from_json(json, "test").*option.on);
+        json.erase(option.key);
+        EXPECT_TRUE(options_from_json(json, "test").*option.on);
+        json[option.key] = option.misspelt;
+        EXPECT_THROW(options_from_json(json, "test"), InputError);
+    }
 }
 
 TEST(Checkpoint, CorruptTruncatedOrMismatchedCheckpointsAreRefused) {

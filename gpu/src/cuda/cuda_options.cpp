@@ -17,6 +17,12 @@ bool parse_cuda_recurrences(const std::string& text) {
     throw InputError("--cuda-recurrences", text, "expected chunked or steps");
 }
 const char* cuda_recurrences_name(bool chunked) { return chunked ? "chunked" : "steps"; }
+bool parse_cuda_words(const std::string& text) {
+    if (text == "packed") return true;
+    if (text == "padded") return false;
+    throw InputError("--cuda-words", text, "expected packed or padded");
+}
+const char* cuda_words_name(bool packed) { return packed ? "packed" : "padded"; }
 const char* to_string(MatmulPrecision precision) {
     switch (precision) {
         case MatmulPrecision::fp32: return "fp32";

@@ -28,6 +28,9 @@ const char* to_string(MatmulPrecision precision);
 // CudaOptions::chunked by name (--cuda-recurrences): "chunked" (true) or "steps" (false).
 bool parse_cuda_recurrences(const std::string& text);
 const char* cuda_recurrences_name(bool chunked);
+// CudaOptions::packed by name (--cuda-words): "packed" (true) or "padded" (false).
+bool parse_cuda_words(const std::string& text);
+const char* cuda_words_name(bool packed);
 
 // True when this build has the CUDA backend (nvcc was found at configure time).
 bool cuda_backend_built();

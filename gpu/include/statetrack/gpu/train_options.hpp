@@ -37,6 +37,7 @@ struct TrainOptions {
     Device device = Device::cpu;
     MatmulPrecision matmul = MatmulPrecision::tf32;  // CUDA only
     bool cuda_chunked = true;  // CUDA only: CudaOptions::chunked (--cuda-recurrences chunked or steps)
+    bool cuda_packed = true;   // CUDA only: CudaOptions::packed (--cuda-words packed or padded)
     int cuda_device = 0;  // which GPU (CUDA only; a placement, not a setting: not stored, not compared on resume)
     std::string out_dir;
     bool resume = false;
