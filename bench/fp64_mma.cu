@@ -6,15 +6,18 @@
 // products summed on the FP64 tensor cores. This measures, per SM and clock, the rate of each
 // FP64 mma shape (sm_80's m8n8k4, two per 16-row tile; sm_90's m16n8k4, m16n8k8, m16n8k16) with
 // 4, 8 and 16 warps an SM, the latency of one dependent chain (one warp), and the rate of the
-// fp32 -> fp64 conversion. On an H100 (2026-11-26) m8n8k4 ran at half the rate of the others (33
-// against 56-63 TFLOPS), which is why delta_chunked.cu issues m16n8k4 on sm_90; and a conversion
-// runs at 16 lanes per SM and clock, as much pipe time per tile as the mma itself (docs/PERFORMANCE.md).
+// fp32 -> fp64 conversion, alone and interleaved with the mma as `product` issues them. On an H100
+// (2026-11-26) m8n8k4 ran at half the rate of the others (~33 against 54-64 TFLOPS), which is why
+// delta_chunked.cu issues m16n8k4 on sm_90; a conversion runs at 16 lanes per SM and clock, and
+// conversions and mma issued together overlap only in part (docs/PERFORMANCE.md).
 // Without a GPU it says so and exits 0.
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -85,6 +88,29 @@ __global__ void convert_kernel(const float* in, float* out, int iters) {
     out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
 }
 
+// As `product` issues them for two 8-column tiles: per iteration two m16n8k4 (MMA), four conversions
+// (CONVERT), or both (MMA and CONVERT).
+constexpr int MMA = 1, CONVERT = 2;
+template <int WHAT>
+__global__ void mixed_kernel(const float* in, double* out, int iters) {
+    double c0[4] = {}, c1[4] = {};
+    const double a[8] = {double(threadIdx.x), 2}, b[4] = {3};
+    float x[4];
+    for (int i = 0; i < 4; ++i) x[i] = in[(threadIdx.x + i) % 64];
+    for (int it = 0; it < iters; ++it) {
+        if (WHAT & MMA) {
+            tile<m16n8k4>(c0, a, b);
+            tile<m16n8k4>(c1, a, b);
+        }
+        if (WHAT & CONVERT)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) x[i] = __int_as_float(__float_as_int(x[i]) ^ (__double2hiint(double(x[i])) & 1));
+    }
+    double sum = 0;
+    for (int i = 0; i < 4; ++i) sum += c0[i] + c1[i] + x[i];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
+}
+
 void check(cudaError_t e, const char* what) {
     if (e != cudaSuccess) {
         std::fprintf(stderr, "bench_fp64_mma: %s: %s\n", what, cudaGetErrorString(e));
@@ -94,9 +120,9 @@ void check(cudaError_t e, const char* what) {
 
 struct Row {
     std::string what;
-    int warps_per_sm;
-    double cycles_per_tile;  // warp 0's cycles per tile (per conversion instruction for the conversion row)
-    double rate;             // TFLOPS, or lanes per SM and clock for the conversion
+    int warps_per_sm;        // 1 for the latency rows (one warp, one chain)
+    double cycles_per_tile;  // warp 0's cycles per tile (0 where not measured)
+    double rate;             // TFLOPS; lanes per SM and clock for the conversion; ns per iteration for the mixed rows
 };
 
 struct Device {
@@ -133,12 +159,13 @@ Row measure_tiles(const Device& dev, int blocks, int warps) {
     long long cycles = 0;
     check(cudaMemcpy(&cycles, dev.cycles, sizeof cycles, cudaMemcpyDeviceToHost), "cudaMemcpy");
     const double flops = 2.0 * 16 * 8 * shape_k[S] * double(iters) * CHAINS * blocks * warps;
-    return {shape_names[S], blocks == 1 ? 0 : warps, double(cycles) / iters / CHAINS, flops / (ms * 1e-3) / 1e12};
+    return {shape_names[S], warps, double(cycles) / iters / CHAINS, flops / (ms * 1e-3) / 1e12};
 }
 
 template <Shape S>
 void measure_shape(const Device& dev, std::vector<Row>& rows) {
     rows.push_back(measure_tiles<S, 1>(dev, 1, 1));  // latency: one warp, one chain
+    rows.back().what += " (one chain)";
     for (int warps : {4, 8, 16}) rows.push_back(measure_tiles<S, 2>(dev, dev.sms, warps));
 }
 
@@ -166,11 +193,23 @@ int main(int argc, char** argv) {
                     prop.minor);
         return 0;
     }
+    // code for sm_90 itself: a build of compute_80 PTX, compiled for the GPU at load time, reports
+    // binaryVersion 90 but took the kernels' sm_80 branch (__trap)
     cudaFuncAttributes built{};
     check(cudaFuncGetAttributes(&built, tiles_kernel<m16n8k4, 1>), "cudaFuncGetAttributes");
-    if (built.binaryVersion < 90) {
-        std::printf("bench_fp64_mma: built for sm_%d; the shapes measured here need code for sm_90\n", built.binaryVersion);
+    if (built.binaryVersion < 90 || built.ptxVersion < 90) {
+        std::printf("bench_fp64_mma: built for sm_%d (PTX %d); the shapes measured here need code for sm_90\n",
+                    built.binaryVersion, built.ptxVersion);
         return 0;
+    }
+    // the output file first: an unwritable path is an error before minutes of measuring
+    std::ofstream json_file;
+    if (!out_path.empty()) {
+        json_file.open(out_path);
+        if (!json_file) {
+            std::fprintf(stderr, "bench_fp64_mma: %s: cannot write\n", out_path.c_str());
+            return 2;
+        }
     }
     Device dev;
     dev.sms = prop.multiProcessorCount;
@@ -188,27 +227,42 @@ int main(int argc, char** argv) {
     measure_shape<m16n8k8>(dev, rows);
     measure_shape<m16n8k16>(dev, rows);
     {
-        const int blocks = dev.sms * 4, threads = 512, iters = 4096;
+        const int blocks = dev.sms * 4, threads = 512, iters = 4096;  // 64 warps an SM
         const float ms = timed([&] { convert_kernel<<<blocks, threads>>>(in, dev.fout, iters); });
         check(cudaGetLastError(), "convert_kernel");
         const double lanes = double(blocks) * threads * iters * 8;
-        rows.push_back({"fp32 -> fp64 (F2F)", 16, 0, lanes / (ms * 1e-3) / dev.sms / (dev.clock_khz * 1e3)});
+        rows.push_back({"fp32 -> fp64 (F2F)", blocks * threads / 32 / dev.sms, 0,
+                        lanes / (ms * 1e-3) / dev.sms / (dev.clock_khz * 1e3)});
+    }
+    {
+        const int blocks = dev.sms * 4, threads = 128, iters = 20000;  // 16 warps an SM
+        const char* names[] = {"", "2 m16n8k4", "4 F2F", "2 m16n8k4 + 4 F2F"};
+        auto mixed = [&](auto what) {
+            constexpr int WHAT = decltype(what)::value;
+            const float ms = timed([&] { mixed_kernel<WHAT><<<blocks, threads>>>(in, dev.out, iters); });
+            check(cudaGetLastError(), "mixed_kernel");
+            rows.push_back({names[WHAT], blocks * threads / 32 / dev.sms, 0, ms * 1e6 / iters});
+        };
+        mixed(std::integral_constant<int, MMA>{});
+        mixed(std::integral_constant<int, CONVERT>{});
+        mixed(std::integral_constant<int, MMA | CONVERT>{});
     }
 
     std::printf("%s, %d SMs, %d MHz\n", prop.name, dev.sms, dev.clock_khz / 1000);
-    std::printf("%-20s %12s %16s %20s\n", "16 x 8 x k tile", "warps / SM", "cycles / tile", "TFLOPS | lanes/SM/clk");
-    for (const Row& r : rows) {
-        const std::string warps = r.warps_per_sm ? std::to_string(r.warps_per_sm) : "1 (chain)";
-        std::printf("%-20s %12s %16.1f %20.1f\n", r.what.c_str(), warps.c_str(), r.cycles_per_tile, r.rate);
-    }
+    // rate: TFLOPS for the tiles, lanes per SM and clock for F2F, ns per iteration per warp for the
+    // mixed rows (their overlap: the last against the sum of the two before it)
+    std::printf("%-28s %10s %14s %12s\n", "16 x 8 x k tile", "warps / SM", "cycles / tile", "rate");
+    for (const Row& r : rows)
+        std::printf("%-28s %10d %14.1f %12.1f\n", r.what.c_str(), r.warps_per_sm, r.cycles_per_tile, r.rate);
     if (!out_path.empty()) {
-        std::ofstream f(out_path);
+        std::ofstream& f = json_file;
         f << "{\"device\": \"" << prop.name << "\", \"sms\": " << dev.sms << ", \"clock_mhz\": " << dev.clock_khz / 1000
           << ", \"rows\": [";
         for (std::size_t i = 0; i < rows.size(); ++i)
             f << (i ? ", " : "") << "{\"what\": \"" << rows[i].what << "\", \"warps_per_sm\": " << rows[i].warps_per_sm
               << ", \"cycles_per_tile\": " << rows[i].cycles_per_tile << ", \"rate\": " << rows[i].rate << "}";
         f << "]}\n";
+        f.close();
         if (!f) {
             std::fprintf(stderr, "bench_fp64_mma: %s: cannot write\n", out_path.c_str());
             return 2;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <future>
 #include <ostream>
+#include <type_traits>
 
 #include "statetrack/automata/error.hpp"
 #include "statetrack/automata/files.hpp"
@@ -198,6 +199,7 @@ struct CudaRun {
     const TrainOptions& options;
     CudaSession session;
     std::vector<float> params, m, v;
+    std::size_t packed_steps = 0;  // steps begun on packed words (cuda_packs_words), for summary.json
 
     CudaRun(const Task& t, const TrainOptions& o) : task(t), options(o), session(open_cuda_session(o)) {
         params.resize(session.layout.total), m.resize(session.layout.total), v.resize(session.layout.total);
@@ -214,6 +216,7 @@ struct CudaRun {
     // Up to two steps in flight: the host samples and stages the next batch while a step runs.
     void begin_step(const Batch& batch, std::size_t step, double lr) {
         cuda_start_step(session, batch, options.adamw, step, lr);
+        packed_steps += cuda_packs_words(session, batch);
     }
     StepOutcome end_step() {
         const CudaStepResult r = cuda_finish_step(session);
@@ -407,7 +410,10 @@ nlohmann::json train_impl(const Task& task, const TrainOptions& options, std::os
         {"tokens_per_s", tokens / wall},
         {"spectra", model.mixer == Mixer::lstm ? nlohmann::json("none: the LSTM has no linear transition") : spectra_to_json(spectra)},
         {"outputs", {{"metrics", metrics_path}, {"checkpoint", checkpoint_path}, {"best_checkpoint", best_path}}}};
-    if (options.device == Device::cuda) summary["gpu"] = cuda_device_description();
+    if constexpr (std::is_same_v<Run, CudaRun>) {
+        summary["gpu"] = cuda_device_description();
+        summary["packed_steps"] = run.packed_steps;  // of the steps this process ran (--cuda-words)
+    }
     write_file_atomically((fs::path(options.out_dir) / "summary.json").string(), summary.dump(2) + "\n");
     return summary;
 }

@@ -49,8 +49,9 @@ struct Tiles {
 // d += a b for 8 x 8 x 4 tiles in double, fragments as in the PTX ISA's mma .f64 layouts. On sm_90
 // one m16n8k4 takes both 8-row halves of a 16-row tile (d: rows g and g + 8, a: A(g, q) and A(g + 8,
 // q), b = B(q, g)); sm_80 has only m8n8k4, one half at a time. Measured on an H100 with 4-16 warps an
-// SM (2026-11-26): a warp's m8n8k4 runs at half the FP64 tensor cores' rate, 33 TFLOPS against 56-63
-// for m16n8k4 (and for m16n8k8 and m16n8k16, which were no faster here and spilled in the backward).
+// SM (2026-11-26, bench_fp64_mma): a warp's m8n8k4 runs at half the FP64 tensor cores' rate, ~33
+// TFLOPS against 54-64 for m16n8k4 (and for m16n8k8 and m16n8k16, no faster in these kernels, where
+// they spilled in the backward).
 __device__ void dmma(double (&d)[2][2], double a0, double a1, double b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};"
