@@ -199,7 +199,7 @@ struct CudaRun {
     const TrainOptions& options;
     CudaSession session;
     std::vector<float> params, m, v;
-    std::size_t packed_steps = 0;  // steps begun on packed words (cuda_packs_words), for summary.json
+    std::size_t packed_steps = 0;  // steps that ran on packed words (CudaStepResult::packed), for summary.json
 
     CudaRun(const Task& t, const TrainOptions& o) : task(t), options(o), session(open_cuda_session(o)) {
         params.resize(session.layout.total), m.resize(session.layout.total), v.resize(session.layout.total);
@@ -216,10 +216,10 @@ struct CudaRun {
     // Up to two steps in flight: the host samples and stages the next batch while a step runs.
     void begin_step(const Batch& batch, std::size_t step, double lr) {
         cuda_start_step(session, batch, options.adamw, step, lr);
-        packed_steps += cuda_packs_words(session, batch);
     }
     StepOutcome end_step() {
         const CudaStepResult r = cuda_finish_step(session);
+        packed_steps += r.packed;
         return {r.loss, r.grad_norm, r.correct, r.labelled};
     }
     Evaluation evaluate() {

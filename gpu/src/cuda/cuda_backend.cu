@@ -106,11 +106,11 @@ std::size_t backward_partials(const Plan& p, const ModelConfig& c) {
     return head + c.layers * (2 * norm + mixer) + partials_region(embed_partials(p, c));
 }
 
-// rows: B T, or where the words are packed the rows that hold them (packed_rows).
+// rows: where the words are packed the rows that hold them (packed_rows), 0 for B T.
 Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training, bool mlp16, std::size_t rows = 0) {
     Plan p{};
     p.mlp16 = mlp16;
-    p.packed = rows != 0 && rows < B * T;
+    p.packed = rows != 0;
     p.B = B, p.T = T, p.N = p.packed ? rows : B * T, p.d = c.d_model, p.H = c.heads, p.dh = c.head_dim(), p.F = c.factors;
     p.m = c.mlp_width(), p.C = c.classes, p.K = c.conv_kernel;
     p.qkv = p.d + 2 * p.F * p.d;
@@ -219,6 +219,7 @@ struct CudaSessionState {
         StepParams* params_host = nullptr;
         StepResults* results_host = nullptr;
         std::size_t labelled = 0;  // the staged batch's labelled positions (targets >= 0)
+        bool packed = false;       // the staged batch's words are packed (Plan)
         cudaEvent_t done = nullptr;
     };
     std::array<Slot, 2> slots;
@@ -739,7 +740,7 @@ void stage_batch(const CudaSession& session, CudaSessionState& s, const Batch& b
     if (bad_token) throw InputError("batch", "", "token outside the vocabulary");
     if (bad_target) throw InputError("batch", "", "target outside the classes");
     for (std::size_t b = 0; b < batch.batch; ++b) staged[2 * N + b] = std::int32_t(word_length(batch, b));
-    s.slot().labelled = labelled;
+    s.slot().labelled = labelled, s.slot().packed = p.packed;
     if (p.packed) pack_words(s.slot().batch_host, batch, p);
 }
 void enqueue_upload(CudaSessionState& s, const Plan& p) {
@@ -794,7 +795,7 @@ void set_step_params(CudaSessionState& s, const AdamWOptions* o, std::size_t ste
 CudaStepResult slot_results(const CudaSessionState::Slot& k) {
     const std::size_t count = k.labelled;
     return {count ? k.results_host->loss_sum / double(count) : 0.0, std::sqrt(k.results_host->grad_sq),
-            std::size_t(k.results_host->correct), count};
+            std::size_t(k.results_host->correct), count, k.packed};
 }
 CudaStepResult finish(CudaSessionState& s) {
     STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
@@ -835,12 +836,18 @@ void copy_to_host(const CudaSession& session, std::span<float> dst, const float*
     reorder_parameters(s.layout, ordered, session.layout, dst);
 }
 
-// The rows of a training batch with its words packed (Plan): the sum of their lengths, rounded up
-// to a multiple of 256 so that batches of random lengths share a few captured graphs.
-std::size_t packed_rows(const Batch& batch) {
+// The rows a training step on `batch` runs on where it packs its words (cuda_packs_words), 0 where
+// it does not: the sum of their lengths, rounded up to a multiple of 256 so that batches of random
+// lengths share a few captured graphs, where that is fewer than B T. Head_dim 32: one word a warp
+// in the step-by-step kernels (first_row, recurrences.cu), and the chunked kernels' only size; the
+// LSTM steps all words at once, a time step at a time.
+std::size_t packed_rows(const CudaSession& session, const Batch& batch) {
+    const ModelConfig& c = session.config;
+    if (!session.options.packed || c.mixer == Mixer::lstm || c.head_dim() != 32) return 0;
     std::size_t rows = 0;
     for (std::size_t b = 0; b < batch.batch; ++b) rows += word_length(batch, b);
-    return (rows + 255) / 256 * 256;
+    rows = (rows + 255) / 256 * 256;
+    return rows < batch.batch * batch.length ? rows : 0;
 }
 
 // The start of every batch call: checks, the session's GPU, the workspace for this shape, the batch
@@ -850,7 +857,7 @@ Plan prepare(CudaSession& session, const Batch& batch, bool training, const Adam
     check_batch_shape(batch);
     CudaSessionState& s = on_device(session);
     const Plan p = make_plan(session.config, batch.batch, batch.length, training, s.params16 != nullptr,
-                             training && cuda_packs_words(session, batch) ? packed_rows(batch) : 0);
+                             training ? packed_rows(session, batch) : 0);
     reserve(s, p);
     stage_batch(session, s, batch, p);
     set_step_params(s, adamw, step, lr);
@@ -1109,14 +1116,7 @@ bool cuda_runs_chunked(const CudaSession& session) {
     return delta_runs_in_chunks(s);
 }
 
-bool cuda_packs_words(const CudaSession& session, const Batch& batch) {
-    // head_dim 32: one word a warp in the step-by-step kernels (first_row, recurrences.cu), and the
-    // chunked kernels' only size; the LSTM steps all words at once, a time step at a time
-    const ModelConfig& c = session.config;
-    const std::size_t rows = packed_rows(batch);
-    return session.options.packed && c.mixer != Mixer::lstm && c.head_dim() == 32 && rows != 0 &&
-           rows < batch.batch * batch.length;
-}
+bool cuda_packs_words(const CudaSession& session, const Batch& batch) { return packed_rows(session, batch) != 0; }
 
 std::size_t cuda_session_bytes(const CudaSession& session) { return session.state ? session.state->bytes : 0; }
 

@@ -86,6 +86,7 @@ struct CudaStepResult {
     double loss = 0, grad_norm = 0;
     std::size_t correct = 0;   // labelled positions whose argmax (first maximum) is the target
     std::size_t labelled = 0;  // the batch's labelled positions (targets >= 0)
+    bool packed = false;       // the step ran on its words' rows only (cuda_packs_words)
 };
 
 // Forward pass only; the logits, row-major [B*T][classes], come back into `logits`.
