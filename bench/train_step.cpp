@@ -24,6 +24,7 @@
 #include "statetrack/automata/files.hpp"
 #include "statetrack/gpu/cuda_backend.hpp"
 #include "statetrack/gpu/random.hpp"
+#include "words.hpp"
 
 using namespace statetrack;
 using namespace statetrack::gpu;
@@ -47,26 +48,6 @@ struct Shape {
     bool packed = true;        // CudaOptions::packed: such words' steps on their rows only
 };
 
-// Words with random letters and a label at every real position (the cost of a step does not depend
-// on the labels): all of length T, or (shortest > 0) of lengths uniform in shortest..T, the first T
-// long, padded to T as training's batches are.
-Batch random_words(std::size_t B, std::size_t T, std::size_t shortest, std::size_t vocab, std::size_t classes,
-                   std::uint64_t stream) {
-    Rng rng = make_rng(7, stream);
-    Batch batch;
-    batch.batch = B, batch.length = T;
-    batch.tokens.assign(B * T, 0), batch.targets.assign(B * T, -1);
-    for (std::size_t b = 0; b < B; ++b) {
-        const std::size_t len = shortest == 0 || b == 0 ? T : shortest + uniform_below(rng, T - shortest + 1);
-        batch.lengths.push_back(std::int32_t(len));
-        for (std::size_t t = 0; t < len; ++t) {
-            batch.tokens[b * T + t] = std::int32_t(uniform_below(rng, vocab));
-            batch.targets[b * T + t] = std::int32_t(uniform_below(rng, classes));
-        }
-    }
-    return batch;
-}
-
 nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
     ModelConfig c;
     parse_model_name(s.model, c);
@@ -83,7 +64,7 @@ nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
     upload_parameters(session, w);
     AdamWOptions o;
     std::vector<Batch> batches;  // rotate through a few, as training would
-    for (std::size_t i = 0; i < 4; ++i) batches.push_back(random_words(B, s.T, s.shortest, c.vocab, c.classes, i));
+    for (std::size_t i = 0; i < 4; ++i) batches.push_back(bench::random_words(B, s.T, s.shortest, c.vocab, c.classes, i));
     for (std::size_t i = 0; i < 3; ++i) cuda_train_step(session, batches[i % 4], o, i, 1e-4);  // capture, warm up
     std::vector<double> times;
     double loss = 0;

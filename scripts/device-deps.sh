@@ -29,8 +29,13 @@ for pc in gmp mpfr fmt; do
   [ -f "$f" ] && sed "s|^prefix=.*|prefix=$dest|; s|^libdir=.*|libdir=\${prefix}/lib|; s|^includedir=.*|includedir=\${prefix}/include|" "$f" >"$dest/lib/pkgconfig/$pc.pc"
 done
 if [ $# -ge 1 ]; then
-  for b in "$1"/tests/test_gpu "$1"/bench/bench_train_step "$1"/bench/bench_fp64_mma "$1"/cli/statetrack; do
+  for b in "$1"/tests/test_gpu "$1"/bench/bench_train_step "$1"/bench/bench_fp64_mma "$1"/bench/bench_step_timeline \
+           "$1"/cli/statetrack; do
     [ -f "$b" ] && cp "$b" "$dest/bin/"
   done
+  # bench_step_timeline's CUPTI, in case the GPU machine's CUDA lacks it
+  cupti=$(ldconfig -p | awk '/libcupti.so.13 /{print $NF; exit}')
+  [ -z "$cupti" ] && cupti=$(find /usr/local/cuda/ -name 'libcupti.so.13' -print -quit 2>/dev/null)
+  [ -n "$cupti" ] && cp -L "$cupti" "$dest/lib/"
 fi
 du -sh "$dest"

@@ -65,7 +65,6 @@ struct Plan {
     // between them (training steps at head_dim 32: cuda_packs_words); otherwise word b at rows b T ..
     // and N = B T.
     bool packed;
-    std::size_t tokens, targets, lengths, offsets;  // int32 arrays ([N], [N], [B], [B]), in float-sized slots
     std::size_t partials;         // the fixed-order sums' scratch (kernels.cuh): see make_plan
     std::size_t total = 0;
 };
@@ -125,7 +124,6 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
     };
     const std::size_t N = p.N, d = p.d;
     const bool lstm = c.mixer == Mixer::lstm, mamba = c.mixer == Mixer::mamba;
-    p.tokens = take(N), p.targets = take(N);
     p.x.push_back(take(N * d));
     for (std::size_t l = 0; l < c.layers; ++l) {
         LayerActs a{};
@@ -159,9 +157,33 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
     // head_step computes the loss among the backward's sums: its doubles follow their regions.
     p.partials = take(std::max(step_results_partials(),
                                training ? backward_partials(p, c) + (p.head_fused ? step_results_partials() : 0) : 0));
-    p.lengths = take(B);  // last: the arrays before keep the offsets they had without it
-    p.offsets = take(B);
     return p;
+}
+
+// A step's inputs, the same bytes in a slot's pinned host buffer (staged by stage_batch) and in its
+// device buffer (one copy, enqueue_upload): the step's values, its results zeroed, then the batch's
+// int32 arrays. Five copies and a memset at the head of each step's graph left the GPU idle for
+// ~40 us a step at T = 40 (H100, bench_step_timeline); one copy on a stream of its own runs while
+// the step before computes.
+struct StepInputs {
+    StepParams* params;
+    StepResults* results;
+    std::int32_t *tokens, *targets, *lengths, *offsets;  // [N], [N], [B], [B] (offsets: packed words only)
+};
+constexpr std::size_t inputs_header = 128;  // StepParams and StepResults, 64 bytes each
+static_assert(sizeof(StepParams) <= 64 && sizeof(StepResults) <= 64);
+// The bytes a slot holds for batches of B words of length T: staged padded, then packed in place (pack_words).
+std::size_t inputs_capacity(std::size_t B, std::size_t T) { return inputs_header + (2 * B * T + 2 * B) * sizeof(std::int32_t); }
+// The bytes a step on plan p copies.
+std::size_t inputs_bytes(const Plan& p) {
+    return inputs_header + (2 * p.N + (p.packed ? 2 : 1) * p.B) * sizeof(std::int32_t);
+}
+StepParams* params_in(void* buffer) { return static_cast<StepParams*>(buffer); }
+StepResults* results_in(void* buffer) { return reinterpret_cast<StepResults*>(static_cast<std::byte*>(buffer) + 64); }
+std::int32_t* ints_in(void* buffer) { return reinterpret_cast<std::int32_t*>(static_cast<std::byte*>(buffer) + inputs_header); }
+StepInputs inputs_at(void* buffer, const Plan& p) {
+    std::int32_t* ints = ints_in(buffer);
+    return {params_in(buffer), results_in(buffer), ints, ints + p.N, ints + 2 * p.N, ints + 2 * p.N + p.B};
 }
 
 struct Graph {
@@ -208,19 +230,20 @@ struct CudaSessionState {
     void* blas_workspace = nullptr;
     float* work = nullptr;
     std::size_t work_floats = 0;
-    StepParams* params_device = nullptr;
-    StepResults* results_device = nullptr;
-    // The host side of a batch call, twice over, so that a training step can be staged and enqueued
-    // while the one before it runs (cuda_start_step): the GPU need not idle while the host samples,
-    // stages and launches. A slot's buffers are pinned; `done` follows its step on the stream.
+    cudaStream_t upload = nullptr;  // the slots' inputs to the device, ahead of their steps
+    // A batch call's inputs, twice over, so that a training step can be staged, uploaded and
+    // enqueued while the one before it runs (cuda_start_step): the GPU need not idle while the host
+    // samples, stages and launches, nor while the batch crosses to the device. A slot's host buffers
+    // are pinned; `done` follows its step on the stream.
     struct Slot {
-        std::int32_t* batch_host = nullptr;   // tokens, targets, then the word lengths
-        std::size_t batch_host_capacity = 0;  // int32 values
-        StepParams* params_host = nullptr;
-        StepResults* results_host = nullptr;
+        void* inputs_host = nullptr;    // pinned; StepInputs' bytes
+        void* inputs_device = nullptr;  // the same, for the slot's step
+        std::size_t inputs_capacity = 0;  // bytes, each
+        StepResults* results_host = nullptr;  // pinned; the step's results, copied back at its end
         std::size_t labelled = 0;  // the staged batch's labelled positions (targets >= 0)
         bool packed = false;       // the staged batch's words are packed (Plan)
         cudaEvent_t done = nullptr;
+        cudaEvent_t uploaded = nullptr;  // follows the inputs' copy on `upload`
     };
     std::array<Slot, 2> slots;
     std::size_t current = 0;            // the slot the last batch was staged in
@@ -242,6 +265,7 @@ struct CudaSessionState {
     ~CudaSessionState() {
         cudaSetDevice(device);
         if (stream) cudaStreamSynchronize(stream);  // steps still in flight read the buffers freed below
+        if (upload) cudaStreamSynchronize(upload);
         drop_graphs();
         for (auto& [shape, r] : residual_products) free_descriptors(r);
         if (lt) cublasLtDestroy(lt);
@@ -249,15 +273,17 @@ struct CudaSessionState {
         if (blas_side) cublasDestroy(blas_side);
         for (cudaEvent_t e : events) cudaEventDestroy(e);
         for (void* p : {(void*)params, (void*)grads, (void*)m, (void*)v, (void*)params16, (void*)decay_mask, blas_workspace,
-                        blas_side_workspace, (void*)work,
-                        (void*)params_device, (void*)results_device})
+                        blas_side_workspace, (void*)work})
             if (p) cudaFree(p);
         for (Slot& k : slots) {
-            for (void* p : {(void*)k.params_host, (void*)k.results_host, (void*)k.batch_host})
+            for (void* p : {(void*)k.results_host, k.inputs_host})
                 if (p) cudaFreeHost(p);
-            if (k.done) cudaEventDestroy(k.done);
+            if (k.inputs_device) cudaFree(k.inputs_device);
+            for (cudaEvent_t e : {k.done, k.uploaded})
+                if (e) cudaEventDestroy(e);
         }
         if (stream) cudaStreamDestroy(stream);
+        if (upload) cudaStreamDestroy(upload);
         if (side) cudaStreamDestroy(side);
     }
 };
@@ -387,17 +413,16 @@ struct PassContext {
     cudaStream_t st;
     const float* W;
     float* ws;
+    StepInputs in;  // on the device: the slot's batch, step values and results
 };
-PassContext pass_context(CudaSession& session) {
+PassContext pass_context(CudaSession& session, const Plan& p) {
     CudaSessionState& s = *session.state;
-    return {session.config, s.layout, s, Blas{s, s.blas}, s.stream, s.params, s.work};
+    return {session.config, s.layout, s, Blas{s, s.blas}, s.stream, s.params, s.work, inputs_at(s.slot().inputs_device, p)};
 }
 
 void forward_pass(CudaSession& session, const Plan& p) {
-    const auto [c, L, s, blas, st, W, ws] = pass_context(session);
-    const auto* tokens = reinterpret_cast<const std::int32_t*>(ws + p.tokens);
-    const auto* lengths = reinterpret_cast<const std::int32_t*>(ws + p.lengths);
-    const auto* offsets = reinterpret_cast<const std::int32_t*>(ws + p.offsets);
+    const auto [c, L, s, blas, st, W, ws, in] = pass_context(session, p);
+    const std::int32_t *tokens = in.tokens, *lengths = in.lengths, *offsets = in.offsets;
     const std::size_t N = p.N, d = p.d;
     // the embedding and the first layer's norm in one pass where the rows allow it
     const bool embedded = embed_and_norm(tokens, W + L.embed, ws + p.x[0], W + L.layers[0].norm1,
@@ -503,9 +528,8 @@ struct SideProducts {
 std::size_t side_events(std::size_t layers) { return 2 * (1 + 4 * layers); }
 
 void backward_pass(CudaSession& session, const Plan& p) {
-    const auto [c, L, s, blas, st, W, ws] = pass_context(session);
-    const auto* lengths = reinterpret_cast<const std::int32_t*>(ws + p.lengths);
-    const auto* offsets = reinterpret_cast<const std::int32_t*>(ws + p.offsets);
+    const auto [c, L, s, blas, st, W, ws, in] = pass_context(session, p);
+    const std::int32_t *lengths = in.lengths, *offsets = in.offsets;
     float* G = s.grads;
     const std::size_t N = p.N, d = p.d;
     float* dx = ws + p.dx;
@@ -528,7 +552,7 @@ void backward_pass(CudaSession& session, const Plan& p) {
     // head and final norm
     if (p.head_fused) {
         head_step(ws + p.x[c.layers], W + L.norm_f, W + L.head, W + L.head_bias,
-                  reinterpret_cast<const std::int32_t*>(ws + p.targets), s.params_device, s.results_device, dx, dx16,
+                  in.targets, in.params, in.results, dx, dx16,
                   G + L.head, G + L.head_bias, G + L.norm_f, N, d, p.C, region(head_step_partials(N, d, p.C)),
                   reinterpret_cast<double*>(regions_end), st);
     } else {
@@ -633,7 +657,7 @@ void backward_pass(CudaSession& session, const Plan& p) {
         // the dx of the layer below (its MLP's operand); the first layer's goes to the embedding only,
         // summed per letter inside the norm's backward where the letters' tables fit
         side.join(wo_done);  // dx (and dx16) are written next
-        const auto* tokens = reinterpret_cast<const std::int32_t*>(ws + p.tokens);
+        const std::int32_t* tokens = in.tokens;
         if (l == 0 && rmsnorm_backward_embeds(N, d, c.vocab)) {
             const Partials gain = region(norm_partials);
             rmsnorm_backward_into_embedding(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, tokens,
@@ -662,15 +686,18 @@ void reserve(CudaSessionState& s, const Plan& p) {
         s.work = device_alloc<float>(s, p.total);
         s.work_floats = p.total;
     }
-    const std::size_t need = 2 * p.B * p.T + 2 * p.B;  // staged padded, then packed in place (pack_words)
+    const std::size_t need = inputs_capacity(p.B, p.T);
     CudaSessionState::Slot& k = s.slot();
-    if (k.batch_host_capacity < need) {
+    if (k.inputs_capacity < need) {
         STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
-        if (k.batch_host) STATETRACK_CUDA(cudaFreeHost(k.batch_host));
-        k.batch_host = nullptr, k.batch_host_capacity = 0;
-        s.drop_graphs(s.current);  // this slot's graphs copy from the old staging buffer
-        STATETRACK_CUDA(cudaMallocHost(&k.batch_host, need * sizeof(std::int32_t)));
-        k.batch_host_capacity = need;
+        STATETRACK_CUDA(cudaStreamSynchronize(s.upload));
+        if (k.inputs_host) STATETRACK_CUDA(cudaFreeHost(k.inputs_host));
+        if (k.inputs_device) STATETRACK_CUDA(cudaFree(k.inputs_device)), s.bytes -= k.inputs_capacity;
+        k.inputs_host = k.inputs_device = nullptr, k.inputs_capacity = 0;
+        s.drop_graphs(s.current);  // this slot's graphs read the old inputs
+        STATETRACK_CUDA(cudaMallocHost(&k.inputs_host, need));
+        k.inputs_device = device_alloc<std::byte>(s, need);
+        k.inputs_capacity = need;
     }
 }
 
@@ -713,8 +740,7 @@ void pack_words(std::int32_t* staged, const Batch& batch, const Plan& p) {
     std::memcpy(staged + 2 * p.N + B, offsets.data(), B * sizeof(std::int32_t));
 }
 
-// Stages the batch in pinned memory (the copy to the device is enqueued by enqueue_upload, inside a
-// graph), checking its values and counting its labelled positions (labelled_positions' count) on
+// Stages the batch in the slot's pinned memory (enqueue_upload copies it to the device), checking its values and counting its labelled positions (labelled_positions' count) on
 // the way: one branch-free pass that vectorises. The GPU is idle while the host does this, and the
 // checks, the copies and the two counts as separate passes took ~0.26 ms a step at T = 256 (0.07 ms
 // as one pass; build VM, -O3). Nothing is enqueued for a bad batch.
@@ -724,7 +750,7 @@ void stage_batch(const CudaSession& session, CudaSessionState& s, const Batch& b
     const auto classes = std::uint32_t(std::min<std::size_t>(session.config.classes, UINT32_MAX));
     const std::int32_t* tokens = batch.tokens.data();
     const std::int32_t* targets = batch.targets.data();
-    std::int32_t* staged = s.slot().batch_host;
+    std::int32_t* staged = ints_in(s.slot().inputs_host);
     std::uint32_t bad_token = 0, bad_target = 0;
     std::size_t labelled = 0;
     for (std::size_t i = 0; i < N; ++i) {
@@ -741,46 +767,43 @@ void stage_batch(const CudaSession& session, CudaSessionState& s, const Batch& b
     if (bad_target) throw InputError("batch", "", "target outside the classes");
     for (std::size_t b = 0; b < batch.batch; ++b) staged[2 * N + b] = std::int32_t(word_length(batch, b));
     s.slot().labelled = labelled, s.slot().packed = p.packed;
-    if (p.packed) pack_words(s.slot().batch_host, batch, p);
+    if (p.packed) pack_words(staged, batch, p);
 }
+// The slot's inputs to the device on the upload stream, which the session's stream then waits for.
+// Enqueued before a step's graph, not inside it, so that the copy runs while the step before
+// computes: a slot is staged again only once no step in flight reads it (cuda_start_step).
 void enqueue_upload(CudaSessionState& s, const Plan& p) {
     const CudaSessionState::Slot& k = s.slot();
-    STATETRACK_CUDA(cudaMemcpyAsync(s.work + p.tokens, k.batch_host, p.N * sizeof(std::int32_t), cudaMemcpyHostToDevice,
-                                    s.stream));
-    STATETRACK_CUDA(cudaMemcpyAsync(s.work + p.targets, k.batch_host + p.N, p.N * sizeof(std::int32_t),
-                                    cudaMemcpyHostToDevice, s.stream));
-    // lengths, and where the words are packed their offsets after them (pack_words)
-    STATETRACK_CUDA(cudaMemcpyAsync(s.work + p.lengths, k.batch_host + 2 * p.N, p.B * sizeof(std::int32_t),
-                                    cudaMemcpyHostToDevice, s.stream));
-    if (p.packed)
-        STATETRACK_CUDA(cudaMemcpyAsync(s.work + p.offsets, k.batch_host + 2 * p.N + p.B, p.B * sizeof(std::int32_t),
-                                        cudaMemcpyHostToDevice, s.stream));
-    STATETRACK_CUDA(cudaMemcpyAsync(s.params_device, k.params_host, sizeof(StepParams), cudaMemcpyHostToDevice, s.stream));
-    STATETRACK_CUDA(cudaMemsetAsync(s.results_device, 0, sizeof(StepResults), s.stream));
+    STATETRACK_CUDA(cudaMemcpyAsync(k.inputs_device, k.inputs_host, inputs_bytes(p), cudaMemcpyHostToDevice, s.upload));
+    STATETRACK_CUDA(cudaEventRecord(k.uploaded, s.upload));
+    STATETRACK_CUDA(cudaStreamWaitEvent(s.stream, k.uploaded));
 }
 
 void enqueue_loss_and_gradient(CudaSession& session, const Plan& p) {
     CudaSessionState& s = *session.state;
-    enqueue_upload(s, p);
+    const StepInputs in = inputs_at(s.slot().inputs_device, p);
     forward_pass(session, p);
     if (!p.head_fused)
-        cross_entropy(s.work + p.logits, reinterpret_cast<const std::int32_t*>(s.work + p.targets),
-                      s.work + p.dlogits, s.params_device, s.results_device, p.N, p.C, s.work + p.partials, s.stream);
+        cross_entropy(s.work + p.logits, in.targets, s.work + p.dlogits, in.params, in.results, p.N, p.C,
+                      s.work + p.partials, s.stream);
     backward_pass(session, p);
-    gradient_square_sum(s.grads, s.results_device, session.layout.total, s.work + p.partials, s.stream);
+    gradient_square_sum(s.grads, in.results, session.layout.total, s.work + p.partials, s.stream);
 }
 void enqueue_adamw(CudaSession& session) {
     CudaSessionState& s = *session.state;
-    adamw(s.params_device, s.results_device, s.decay_mask, s.params, s.grads, s.m, s.v, session.layout.total, s.stream);
+    void* in = s.slot().inputs_device;
+    adamw(params_in(in), results_in(in), s.decay_mask, s.params, s.grads, s.m, s.v, session.layout.total, s.stream);
     if (s.params16) to_bf16(s.params, s.params16, session.layout.total, s.stream);
 }
 void enqueue_results(CudaSessionState& s) {
     STATETRACK_CUDA(
-        cudaMemcpyAsync(s.slot().results_host, s.results_device, sizeof(StepResults), cudaMemcpyDeviceToHost, s.stream));
+        cudaMemcpyAsync(s.slot().results_host, results_in(s.slot().inputs_device), sizeof(StepResults),
+                        cudaMemcpyDeviceToHost, s.stream));
 }
 
 void set_step_params(CudaSessionState& s, const AdamWOptions* o, std::size_t step, double lr) {
-    StepParams& h = *s.slot().params_host;
+    *results_in(s.slot().inputs_host) = StepResults{};  // the step's sums start from zero
+    StepParams& h = *params_in(s.slot().inputs_host);
     h = StepParams{};
     h.count = float(s.slot().labelled);
     if (o) {
@@ -959,12 +982,15 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
         if (t.decay) std::fill(mask.begin() + std::ptrdiff_t(t.offset), mask.begin() + std::ptrdiff_t(t.offset + t.size()), 1);
     s.decay_mask = device_alloc<std::uint8_t>(s, total);
     STATETRACK_CUDA(cudaMemcpy(s.decay_mask, mask.data(), total, cudaMemcpyHostToDevice));
-    s.params_device = device_alloc<StepParams>(s, 1);
-    s.results_device = device_alloc<StepResults>(s, 1);
+    STATETRACK_CUDA(cudaStreamCreateWithFlags(&s.upload, cudaStreamNonBlocking));
     for (CudaSessionState::Slot& k : s.slots) {
-        STATETRACK_CUDA(cudaMallocHost(&k.params_host, sizeof(StepParams)));
+        // the step values' part of the inputs from the start (cuda_adamw_step needs no batch); reserve grows it
+        k.inputs_capacity = inputs_capacity(0, 0);
+        STATETRACK_CUDA(cudaMallocHost(&k.inputs_host, k.inputs_capacity));
+        k.inputs_device = device_alloc<std::byte>(s, k.inputs_capacity);
         STATETRACK_CUDA(cudaMallocHost(&k.results_host, sizeof(StepResults)));
         STATETRACK_CUDA(cudaEventCreateWithFlags(&k.done, cudaEventDisableTiming));
+        STATETRACK_CUDA(cudaEventCreateWithFlags(&k.uploaded, cudaEventDisableTiming));
     }
     return session;
 }
@@ -1014,6 +1040,7 @@ CudaStepResult cuda_loss_gradient_correct(CudaSession& session, const Batch& bat
     const Plan p = prepare(session, batch, true, nullptr, 0, 0);
     CudaSessionState& s = *session.state;
     poison(session);
+    enqueue_upload(s, p);
     enqueue_loss_and_gradient(session, p);
     enqueue_results(s);
     return finish(s);
@@ -1025,7 +1052,8 @@ CudaStepResult cuda_adamw_step(CudaSession& session, const AdamWOptions& options
     // the count stays the last batch's (its slot's labelled); only the optimizer fields change
     set_step_params(s, &options, step, lr);
     STATETRACK_CUDA(
-        cudaMemcpyAsync(s.params_device, s.slot().params_host, sizeof(StepParams), cudaMemcpyHostToDevice, s.stream));
+        cudaMemcpyAsync(params_in(s.slot().inputs_device), params_in(s.slot().inputs_host), sizeof(StepParams),
+                        cudaMemcpyHostToDevice, s.stream));
     enqueue_adamw(session);
     enqueue_results(s);
     STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
@@ -1033,11 +1061,12 @@ CudaStepResult cuda_adamw_step(CudaSession& session, const AdamWOptions& options
 }
 
 namespace {
-// The step's work on the stream: its graph (captured at the first step of each shape and slot), or
-// its launches, then the slot's event.
+// The step's work on the stream: its inputs' upload, its graph (captured at the first step of each
+// shape and slot), or its launches, then the slot's event.
 template <class Enqueue>
 void launch_step(const CudaSession& session, CudaSessionState& s, const Plan& p, Enqueue enqueue_step) {
     poison(session);
+    enqueue_upload(s, p);
     if (!session.options.graphs) {
         enqueue_step();
     } else {
