@@ -63,6 +63,9 @@ if want bench; then
   done
   # the FP64 tensor-core shapes and conversions the chunked delta rule is built on
   [ -x "$bin/bench_fp64_mma" ] && timeout 60 "$bin/bench_fp64_mma" --out "$out/fp64_mma.json" 2>&1 | tee -a "$out/run.log"
+  # where the step's wall time goes as training runs it (CUPTI): busy and idle time, one step's kernels
+  [ -x "$bin/bench_step_timeline" ] && timeout 120 "$bin/bench_step_timeline" --list --out "$out/timeline.json" \
+    >"$out/timeline.txt" 2>&1 && grep period "$out/timeline.txt" | tee -a "$out/run.log"
 fi
 
 if want learn; then

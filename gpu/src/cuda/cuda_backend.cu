@@ -97,8 +97,7 @@ std::size_t backward_partials(const Plan& p, const ModelConfig& c) {
     std::size_t mixer = 0;
     if (c.mixer == Mixer::lstm) mixer = partials_region(column_sums_partials(N, 4 * d));
     else if (c.mixer == Mixer::mamba)
-        mixer = partials_region(onorm_partials(p)) + partials_region(diagonal_backward_partials(diagonal_shape(p, c))) +
-                partials_region(column_sums_partials(N, d));
+        mixer = partials_region(onorm_partials(p)) + partials_region(diagonal_backward_partials(diagonal_shape(p, c)));
     else mixer = partials_region(onorm_partials(p)) + partials_region(delta_backward_partials(delta_shape(p, c)));
     const std::size_t head = p.head_fused ? partials_region(head_step_partials(N, d, p.C))
                                           : partials_region(column_sums_partials(N, p.C)) + norm;
@@ -449,9 +448,8 @@ void forward_pass(CudaSession& session, const Plan& p) {
             float* zg = ws + a.pre + p.qkv;
             blas.forward(ws + a.xn1, d, W + sl.wq, ws + a.pre, p.proj, N, d, p.proj);
             if (c.mixer == Mixer::mamba) {
-                add_bias(zg, p.proj, W + sl.bdt, N, d, st);
-                diagonal_forward(diagonal_shape(p, c, lengths, offsets), ws + a.pre, W + sl.conv_q, zg, W + sl.decay_log, ws + a.o,
-                                 p.training ? ws + a.saved : nullptr, st);
+                diagonal_forward(diagonal_shape(p, c, lengths, offsets), ws + a.pre, W + sl.conv_q, zg, W + sl.bdt,
+                                 W + sl.decay_log, ws + a.o, p.training ? ws + a.saved : nullptr, st);
             } else {
                 delta_forward(delta_shape(p, c, session.options.chunked, lengths, offsets), ws + a.pre, W + sl.conv_q, zg,
                               ws + a.o, p.training ? ws + a.saved : nullptr, p.training ? ws + a.final : nullptr, st);
@@ -639,11 +637,10 @@ void backward_pass(CudaSession& session, const Plan& p) {
                 else if (c.mixer == Mixer::mamba || !through_norm) zero_past_lengths(dpre, p.proj, p.proj, p.B, p.T, lengths, st);
             };
             if (c.mixer == Mixer::mamba) {
-                diagonal_backward(diagonal_shape(p, c, lengths, offsets), ws + a.pre, W + sl.conv_q, zg, W + sl.decay_log,
-                                  ws + a.saved, dO, dpre, G + sl.conv_q, dz, G + sl.decay_log,
+                diagonal_backward(diagonal_shape(p, c, lengths, offsets), ws + a.pre, W + sl.conv_q, zg, W + sl.bdt,
+                                  W + sl.decay_log, ws + a.saved, dO, dpre, G + sl.conv_q, dz, G + sl.bdt, G + sl.decay_log,
                                   region(diagonal_backward_partials(diagonal_shape(p, c))), st);
                 zero_past_words();
-                column_sums(dz, p.proj, G + sl.bdt, N, d, region(column_sums_partials(N, d)), st);
             } else {
                 if (!through_norm)
                     delta_backward(shape, ws + a.pre, W + sl.conv_q, zg, ws + a.saved, ws + a.final, dO, dpre,

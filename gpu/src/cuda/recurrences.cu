@@ -497,8 +497,8 @@ __device__ void store_column(float* state, int c, const float (&S)[DH]) {
 // Lane (h, c) of the diagonal recurrence has the columns q, k, v of channel h dh + c (slots 0, 1, 2).
 template <int DH, int KT, bool TRAIN>
 __global__ void __launch_bounds__(block_threads) diagonal_forward_kernel(DiagonalShape s, Conv cv, const float* zdt,
-                                                                         const float* decay_log, float* o,
-                                                                         float* saved) {
+                                                                         const float* bias, const float* decay_log,
+                                                                         float* o, float* saved) {
     const Place p = place<DH>(s.B, s.H);
     const std::size_t H = s.H, d = H * DH, ch = p.h * DH + p.c;
     const ConvAreas<KT> area(cv, diagonal_slots);
@@ -507,14 +507,14 @@ __global__ void __launch_bounds__(block_threads) diagonal_forward_kernel(Diagona
     float S[DH], kb[DH];
 #pragma unroll
     for (int r = 0; r < DH; ++r) S[r] = 0;
-    const float wlog = decay_log[ch];
+    const float wlog = decay_log[ch], zb = bias[ch];
     const std::size_t n0 = first_row(s, p.b);
     for (std::size_t t0 = 0; t0 < warp_steps(s, p); t0 += cv.chunk) {  // to the warp's longest word
         const std::size_t t1 = min(warp_steps(s, p), t0 + cv.chunk);
         stage_conv<KT>(cv, area, diagonal_slots, column, n0, t0, t1);
         for (std::size_t t = t0; t < t1; ++t) {
             const std::size_t n = n0 + t, i = t - t0;
-            const float a = diagonal_gate(zdt[n * s.ld + ch], wlog, s.signed_range).a;  // lane c holds a[c] (key index c)
+            const float a = diagonal_gate(zdt[n * s.ld + ch] + zb, wlog, s.signed_range).a;  // lane c holds a[c] (key index c)
             const float q = siluf(stage.at(0, i)), k = siluf(stage.at(1, i)), v = siluf(stage.at(2, i));
             diagonal_update<DH>(S, kb, a, k, v, p.slot, p.c);
             broadcast<DH>(q, p.slot, p.c, kb);
@@ -532,7 +532,8 @@ __global__ void __launch_bounds__(block_threads) diagonal_forward_kernel(Diagona
 
 template <int DH, int KT>
 __global__ void __launch_bounds__(block_threads, 3) diagonal_backward_kernel(DiagonalShape s, Conv cv, const float* zdt,
-                                                                          const float* decay_log, const float* saved,
+                                                                          const float* bias, const float* decay_log,
+                                                                          const float* saved,
                                                                           const float* dO, float* dpre, float* partials,
                                                                           float* dzdt) {
     const Place p = place<DH>(s.B, s.H);
@@ -544,12 +545,12 @@ __global__ void __launch_bounds__(block_threads, 3) diagonal_backward_kernel(Dia
     float dS[DH], w[DH], kb[DH];
 #pragma unroll
     for (int r = 0; r < DH; ++r) dS[r] = 0;
-    const float wlog = decay_log[ch];
-    float dwlog = 0;
+    const float wlog = decay_log[ch], zb = bias[ch];
+    float dwlog = 0, dbias = 0;  // this word's sums of the decay's and the logits' bias gradients
     const std::size_t n0 = first_row(s, p.b);
     // The gate of step t, from its logit z (the pair's first step needs it for the recomputation too).
     auto gate_of = [&](std::size_t t, float& z) {
-        z = zdt[(n0 + t) * s.ld + ch];
+        z = zdt[(n0 + t) * s.ld + ch] + zb;
         return diagonal_gate(z, wlog, s.signed_range);
     };
     // One step back: lane c's column of S_t (St) and S_{t-1} (Sp), by index r, read from memory or
@@ -582,7 +583,9 @@ __global__ void __launch_bounds__(block_threads, 3) diagonal_backward_kernel(Dia
         const float common = da * (s.signed_range ? 2.0f : 1.0f) * gate.decay;
         dwlog -= common * gate.delta * gate.ew;
         stage.at(0, i) = dq * silu_gradf(zq), stage.at(1, i) = dk * silu_gradf(zk), stage.at(2, i) = dv * silu_gradf(zv);
-        if (p.valid) dzdt[n * s.ld + ch] = -common * gate.ew * sigmoidf(z);
+        const float dz = -common * gate.ew * sigmoidf(z);
+        dbias += dz;
+        if (p.valid) dzdt[n * s.ld + ch] = dz;
     };
     auto in_memory = [&](std::size_t j) {  // checkpoint j: the state after step 2 j + 1
         const float* column = diagonal_checkpoint(s, saved, p.b, p.h, j) + p.c;
@@ -624,6 +627,7 @@ __global__ void __launch_bounds__(block_threads, 3) diagonal_backward_kernel(Dia
     if (p.valid) {
         write_tap_grads<KT>(cv, area.taps, diagonal_slots, column, p.b, partials);
         partials[s.B * cv.columns * std::size_t(cv.K) + p.b * d + ch] = dwlog;  // after the taps' [B][3 d][K]
+        partials[s.B * cv.columns * std::size_t(cv.K) + (s.B + p.b) * d + ch] = dbias;  // after dwlog's [B][d]
     }
 }
 
@@ -719,7 +723,7 @@ void delta_backward(const DeltaShape& s, const float* pre, const float* conv, co
 }
 
 std::size_t diagonal_saved_floats(const DiagonalShape& s) { return s.B * (s.T / state_every) * s.H * s.dh * s.dh; }
-void diagonal_forward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
+void diagonal_forward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt, const float* bias,
                       const float* decay_log, float* o, float* saved, cudaStream_t stream) {
     check_packing(s.offsets, s.dh, "diagonal_forward");
     const ConvLaunch cl{pre, conv, diagonal_slots * s.H * s.dh, s.ld, s.K, diagonal_slots, false, state_every};
@@ -727,22 +731,23 @@ void diagonal_forward(const DiagonalShape& s, const float* pre, const float* con
                   [&](auto dh, auto kt) {
                       constexpr int DH = decltype(dh)::value, KT = decltype(kt)::value;
                       return saved ? diagonal_forward_kernel<DH, KT, true> : diagonal_forward_kernel<DH, KT, false>;
-                  }, s, cl.conv(), zdt, decay_log, o, saved);
+                  }, s, cl.conv(), zdt, bias, decay_log, o, saved);
 }
 
 std::size_t diagonal_backward_partials(const DiagonalShape& s) {
-    return s.B * s.H * s.dh * (diagonal_slots * s.K + 1);
+    return s.B * s.H * s.dh * (diagonal_slots * s.K + 2);
 }
-void diagonal_backward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt,
+void diagonal_backward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt, const float* bias,
                        const float* decay_log, const float* saved, const float* dO, float* dpre, float* dconv,
-                       float* dzdt, float* ddecay_log, const Partials& partials, cudaStream_t stream) {
+                       float* dzdt, float* dbias, float* ddecay_log, const Partials& partials, cudaStream_t stream) {
     check_packing(s.offsets, s.dh, "diagonal_backward");
     const ConvLaunch cl{pre, conv, diagonal_slots * s.H * s.dh, s.ld, s.K, diagonal_slots, true, state_every};
     launch_groups("diagonal_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
                   [](auto dh, auto kt) { return diagonal_backward_kernel<decltype(dh)::value, decltype(kt)::value>; }, s,
-                  cl.conv(), zdt, decay_log, saved, dO, dpre, partials.scratch, dzdt);
+                  cl.conv(), zdt, bias, decay_log, saved, dO, dpre, partials.scratch, dzdt);
     partials.sums->push_back({partials.scratch, s.B, cl.columns * s.K, dconv});
     partials.sums->push_back({partials.scratch + s.B * cl.columns * s.K, s.B, s.H * s.dh, ddecay_log});
+    partials.sums->push_back({partials.scratch + s.B * cl.columns * s.K + s.B * s.H * s.dh, s.B, s.H * s.dh, dbias});
 }
 
 }  // namespace statetrack::gpu::cuda
