@@ -2,9 +2,9 @@
 // alone (serialised, caches flushed); here the steps run as training runs them (one CUDA graph a
 // step, the next begun before the last ends, the weight gradients on their side stream) and CUPTI's
 // activity records give every kernel's start and end. Per step: the period (one AdamW's end to the
-// next), the kernels' summed time, the time at least one kernel or copy runs (their union) and the
-// idle rest; the longest idle gaps, with the kernels around them; with --list, one step's kernels
-// in order.
+// next), the kernels' summed time, the time at least one kernel runs (their union: the SMs at
+// work) and the idle rest, during which the step waits on copies, memsets or launches; the longest
+// idle gaps, with what comes before and after them; with --list, one step's activities in order.
 //
 //   bench_step_timeline [--model M (deltanet)] [--matmul P (tf32)] [--words MIN] [--layers N (2)]
 //                       [--steps N (20)] [--list] [--out FILE (bench_step_timeline.json)]
@@ -17,14 +17,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "statetrack/automata/error.hpp"
 #include "statetrack/automata/files.hpp"
 #include "statetrack/gpu/cuda_backend.hpp"
 #include "statetrack/gpu/random.hpp"
@@ -40,10 +43,14 @@ struct Activity {
     std::string name;
     std::uint64_t start = 0, end = 0;
     std::uint32_t stream = 0;
+    bool kernel = false;
 };
 
-// CUPTI hands its records over in buffers through two C callbacks; they append here.
+// CUPTI hands its records over in buffers through two C callbacks (on a thread of its own); they
+// append here.
+std::mutex recorded_mutex;
 std::vector<Activity> recorded;
+std::size_t dropped = 0;  // records CUPTI could not keep
 
 void check_cupti(CUptiResult r, const char* what) {
     if (r == CUPTI_SUCCESS) return;
@@ -59,12 +66,14 @@ void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size, std::si
     *max_records = 0;  // as many as fit
 }
 
-void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, std::size_t, std::size_t valid) {
+void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream, std::uint8_t* buffer, std::size_t,
+                               std::size_t valid) {
+    const std::lock_guard lock(recorded_mutex);
     CUpti_Activity* record = nullptr;
     while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
         if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
             const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-            recorded.push_back({k->name ? k->name : "?", k->start, k->end, k->streamId});
+            recorded.push_back({k->name ? k->name : "?", k->start, k->end, k->streamId, true});
         } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
             const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
             recorded.push_back({fmt::format("[copy {} bytes]", m->bytes), m->start, m->end, m->streamId});
@@ -73,6 +82,8 @@ void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, s
             recorded.push_back({fmt::format("[memset {} bytes]", m->bytes), m->start, m->end, m->streamId});
         }
     }
+    std::size_t lost = 0;
+    if (cuptiActivityGetNumDroppedRecords(context, stream, &lost) == CUPTI_SUCCESS) dropped += lost;
     std::free(buffer);
 }
 
@@ -103,15 +114,21 @@ struct StepTimes {
     std::vector<Activity> in_order;  // by start
 };
 
-// The activities of one step (start after `from`, up to its AdamW ending at `to`).
+// The activities of one step (start after `from`, up to its AdamW ending at `to`; the next step's
+// upload, which runs beside this step's kernels, is among them). Busy: some kernel runs; the gaps
+// between kernels are named by the activities before and after them.
 StepTimes analyse(std::vector<Activity> acts, std::uint64_t from, std::uint64_t to) {
     std::sort(acts.begin(), acts.end(), [](const Activity& a, const Activity& b) { return a.start < b.start; });
     StepTimes s;
     s.period_us = double(to - from) / 1e3;
     s.activities = acts.size();
-    std::uint64_t covered = from;  // the union of [start, end) so far reaches here
+    std::uint64_t covered = from;  // the union of the kernels' [start, end) so far reaches here
     std::string last = "(the step before)";
     for (const Activity& a : acts) {
+        if (!a.kernel) {
+            if (a.end > covered) last = short_name(a.name);
+            continue;
+        }
         s.kernel_us += double(a.end - a.start) / 1e3;
         if (a.start > covered) s.gaps.push_back({double(a.start - covered) / 1e3, last, short_name(a.name)});
         const std::uint64_t lo = std::max(a.start, covered);
@@ -142,16 +159,26 @@ nlohmann::json trace_shape(const std::string& model, MatmulPrecision matmul, std
     AdamWOptions o;
     std::vector<Batch> batches;
     for (std::size_t i = 0; i < 4; ++i) batches.push_back(bench::random_words(1024, T, shortest, 2, 2, i));
-    for (std::size_t i = 0; i < 4; ++i) cuda_train_step(session, batches[i], o, i, 1e-4);  // capture every graph
-    recorded.clear();
-    for (const auto kind : traced) check_cupti(cuptiActivityEnable(kind), "cuptiActivityEnable");
-    cuda_start_step(session, batches[0], o, 4, 1e-4);
-    for (std::size_t i = 0; i < steps; ++i) {
-        if (i + 1 < steps) cuda_start_step(session, batches[(i + 1) % 4], o, 5 + i, 1e-4);
-        cuda_finish_step(session);
+    // Steps back to back, as training runs them: the two slots alternate, so this warm-up (both slots,
+    // every batch) sizes their buffers and captures their graphs before the trace
+    auto run_steps = [&](std::size_t count, std::size_t first) {
+        cuda_start_step(session, batches[0], o, first, 1e-4);
+        for (std::size_t i = 0; i < count; ++i) {
+            if (i + 1 < count) cuda_start_step(session, batches[(i + 1) % 4], o, first + i + 1, 1e-4);
+            cuda_finish_step(session);
+        }
+    };
+    run_steps(8, 0);
+    {
+        const std::lock_guard lock(recorded_mutex);
+        recorded.clear(), dropped = 0;
     }
+    for (const auto kind : traced) check_cupti(cuptiActivityEnable(kind), "cuptiActivityEnable");
+    run_steps(steps, 8);
     for (const auto kind : traced) check_cupti(cuptiActivityDisable(kind), "cuptiActivityDisable");
     check_cupti(cuptiActivityFlushAll(1), "cuptiActivityFlushAll");
+    const std::lock_guard lock(recorded_mutex);
+    if (dropped) throw std::runtime_error(fmt::format("CUPTI dropped {} activity records", dropped));
 
     // Steps end at their AdamW; the first traced step's start is unknown, so steps 2.. are analysed.
     std::vector<std::uint64_t> ends;
@@ -176,8 +203,8 @@ nlohmann::json trace_shape(const std::string& model, MatmulPrecision matmul, std
     std::size_t small_gaps = 0;
     double gap_sum = 0;
     for (const Gap& g : typical.gaps) gap_sum += g.us, small_gaps += g.us < 5 ? 1 : 0;
-    fmt::print("{} T {} {}{}: period {:.1f} us (median of {}), {} activities, kernels {:.1f} us summed, busy {:.1f} us, "
-               "idle {:.1f} us in {} gaps ({} under 5 us)\n",
+    fmt::print("{} T {} {}{}: period {:.1f} us (median of {}), {} activities, kernels {:.1f} us summed, busy (a kernel "
+               "runs) {:.1f} us, idle {:.1f} us in {} gaps ({} under 5 us)\n",
                model, T, to_string(matmul), shortest ? fmt::format(", words {}-{}", shortest, T) : "", period,
                per_step.size(), typical.activities, median(kernel), median(busy), period - median(busy),
                typical.gaps.size(), small_gaps);
@@ -218,11 +245,17 @@ int main(int argc, char** argv) {
                 if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
                 return std::string(argv[++i]);
             };
+            auto count = [&] {  // std::stoul would take "-1" as 2^64 - 1
+                const std::string v = value();
+                if (v.empty() || !std::isdigit(static_cast<unsigned char>(v[0])))
+                    throw std::invalid_argument(a + ": '" + v + "' is not a count");
+                return std::size_t(std::stoul(v));
+            };
             if (a == "--model") model = value();
             else if (a == "--matmul") matmul_name = value();
-            else if (a == "--words") shortest = std::stoul(value());
-            else if (a == "--layers") layers = std::stoul(value());
-            else if (a == "--steps") steps = std::stoul(value());
+            else if (a == "--words") shortest = count();
+            else if (a == "--layers") layers = count();
+            else if (a == "--steps") steps = count();
             else if (a == "--list") list = true;
             else if (a == "--out") out = value();
             else throw std::invalid_argument("unknown option " + a);
@@ -231,7 +264,8 @@ int main(int argc, char** argv) {
         parse_model_name(model, check);
         matmul = parse_matmul_precision(matmul_name);
         if (shortest > 40) throw std::invalid_argument("--words: at most 40 (the shorter T)");
-        if (steps < 3) throw std::invalid_argument("--steps: at least 3 (the first traced step is not analysed)");
+        if (steps < 3 || steps > 2000)
+            throw std::invalid_argument("--steps: 3..2000 (the first traced step is not analysed)");
         if (layers < 1 || layers > 8) throw std::invalid_argument("--layers: 1..8");
         // the output's folder checked before minutes of tracing
         const auto folder = std::filesystem::absolute(out).parent_path();
@@ -251,6 +285,9 @@ int main(int argc, char** argv) {
         nlohmann::json rows = nlohmann::json::array();
         for (std::size_t T : {40, 256}) rows.push_back(trace_shape(model, matmul, layers, T, shortest, steps, list));
         write_file_atomically(out, nlohmann::json{{"device", cuda_device_description()}, {"rows", rows}}.dump(2) + "\n");
+    } catch (const InputError& e) {  // a model the CUDA backend refuses, before anything is measured
+        fmt::print(stderr, "bench_step_timeline: {}\n", e.what());
+        return 2;
     } catch (const std::exception& e) {
         fmt::print(stderr, "bench_step_timeline: {}\n", e.what());
         return 1;

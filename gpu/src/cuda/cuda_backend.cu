@@ -879,6 +879,9 @@ Plan prepare(CudaSession& session, const Batch& batch, bool training, const Adam
     const Plan p = make_plan(session.config, batch.batch, batch.length, training, s.params16 != nullptr,
                              training ? packed_rows(session, batch) : 0);
     reserve(s, p);
+    // the slot's last upload has read its host buffer (always, unless a call failed after enqueueing
+    // it: the steps' and calls' own waits cover the rest)
+    STATETRACK_CUDA(cudaEventSynchronize(s.slot().uploaded));
     stage_batch(session, s, batch, p);
     set_step_params(s, adamw, step, lr);
     return p;
