@@ -4,7 +4,8 @@
 // activity records give every kernel's start and end. Per step: the period (one AdamW's end to the
 // next), the kernels' summed time, the time at least one kernel runs (their union: the SMs at
 // work) and the idle rest, during which the step waits on copies, memsets or launches; the longest
-// idle gaps, with what comes before and after them; with --list, one step's activities in order.
+// idle gaps, with what comes before and after them; the kernel time by kernel; with --list, one
+// step's activities in order.
 //
 //   bench_step_timeline [--model M (deltanet)] [--matmul P (tf32)] [--words MIN] [--layers N (2)]
 //                       [--steps N (20)] [--list] [--out FILE (bench_step_timeline.json)]
@@ -21,6 +22,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -214,6 +216,23 @@ nlohmann::json trace_shape(const std::string& model, MatmulPrecision matmul, std
         if (i < 8) fmt::print("  gap {:7.1f} us  after {}  before {}\n", g.us, g.before, g.after);
         gaps.push_back({{"us", g.us}, {"after", g.before}, {"before", g.after}});
     }
+    // The step's kernel time by kernel (its launches summed), largest first: where to look next.
+    std::map<std::string, std::pair<double, int>> by_name;
+    for (const Activity& a : typical.in_order)
+        if (a.kernel) {
+            auto& [us, launches] = by_name[short_name(a.name)];
+            us += double(a.end - a.start) / 1e3, ++launches;
+        }
+    std::vector<std::pair<std::string, std::pair<double, int>>> ranked(by_name.begin(), by_name.end());
+    std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    nlohmann::json by_kernel = nlohmann::json::array();
+    for (std::size_t i = 0; i < ranked.size(); ++i) {
+        const auto& [name, time] = ranked[i];
+        if (i < 10)
+            fmt::print("  kernel {:8.1f} us {:5.1f}% of the period, {} launch{}  {}\n", time.first,
+                       100 * time.first / typical.period_us, time.second, time.second == 1 ? "" : "es", name);
+        by_kernel.push_back({{"name", name}, {"us", time.first}, {"launches", time.second}});
+    }
     nlohmann::json kernels = nlohmann::json::array();
     const std::uint64_t t0 = typical.in_order.empty() ? 0 : typical.in_order.front().start;
     if (list) fmt::print("  {:>9} {:>8} {:>7}  name\n", "start us", "us", "stream");
@@ -226,7 +245,7 @@ nlohmann::json trace_shape(const std::string& model, MatmulPrecision matmul, std
             {"T", T},                 {"shortest", shortest ? shortest : T},
             {"steps_analysed", per_step.size()}, {"period_us", period},
             {"kernel_us", median(kernel)}, {"busy_us", median(busy)}, {"idle_us", period - median(busy)},
-            {"gaps", gaps},           {"activities", kernels}};
+            {"gaps", gaps},           {"by_kernel", by_kernel}, {"activities", kernels}};
 }
 
 }  // namespace

@@ -238,7 +238,7 @@ struct CudaSessionState {
         void* inputs_host = nullptr;    // pinned; StepInputs' bytes
         void* inputs_device = nullptr;  // the same, for the slot's step
         std::size_t inputs_capacity = 0;  // bytes, each
-        StepResults* results_host = nullptr;  // pinned; the step's results, copied back at its end
+        StepResults* results_host = nullptr;  // pinned; the step's results, written at its end (enqueue_adamw)
         std::size_t labelled = 0;  // the staged batch's labelled positions (targets >= 0)
         bool packed = false;       // the staged batch's words are packed (Plan)
         cudaEvent_t done = nullptr;
@@ -786,10 +786,14 @@ void enqueue_loss_and_gradient(CudaSession& session, const Plan& p) {
     backward_pass(session, p);
     gradient_square_sum(s.grads, in.results, session.layout.total, s.work + p.partials, s.stream);
 }
-void enqueue_adamw(CudaSession& session) {
+// to_host: the step's results into the slot's pinned results_host by the AdamW kernel itself (the
+// last node of a training step's graph was a device-to-host copy of them, and the next step's graph
+// waited ~9-14 us after it: bench_step_timeline, H100), or null (enqueue_results copies them).
+void enqueue_adamw(CudaSession& session, StepResults* to_host = nullptr) {
     CudaSessionState& s = *session.state;
     void* in = s.slot().inputs_device;
-    adamw(params_in(in), results_in(in), s.decay_mask, s.params, s.grads, s.m, s.v, session.layout.total, s.stream);
+    adamw(params_in(in), results_in(in), s.decay_mask, s.params, s.grads, s.m, s.v, session.layout.total, s.stream,
+          to_host);
     if (s.params16) to_bf16(s.params, s.params16, session.layout.total, s.stream);
 }
 void enqueue_results(CudaSessionState& s) {
@@ -1104,8 +1108,7 @@ void cuda_start_step(CudaSession& session, const Batch& batch, const AdamWOption
     const Plan p = prepare(session, batch, true, &options, step, lr);
     auto enqueue_step = [&] {
         enqueue_loss_and_gradient(session, p);
-        enqueue_adamw(session);
-        enqueue_results(s);
+        enqueue_adamw(session, s.slot().results_host);  // the results to the host with it
     };
     // A failure once work is enqueued (a launch, an event) leaves that work reading this slot's
     // buffers without the slot being in flight: wait for it before the error goes on.

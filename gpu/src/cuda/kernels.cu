@@ -664,8 +664,9 @@ __global__ void square_sum_kernel(const float* g, double* partials, std::size_t 
 
 // As adamw_step in optimizer.cpp, with the clipping scale from the norm computed on the device.
 __global__ void adamw_kernel(const StepParams* params, const StepResults* results, const std::uint8_t* decay_mask,
-                             float* w, float* g, float* m, float* v, std::size_t count) {
+                             float* w, float* g, float* m, float* v, std::size_t count, StepResults* to_host) {
     const std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i == 0 && to_host) *to_host = *results;
     if (i >= count) return;
     const StepParams p = *params;
     const double norm = sqrt(results->grad_sq);
@@ -1095,8 +1096,8 @@ void gradient_square_sum(const float* grads, StepResults* results, std::size_t c
 }
 
 void adamw(const StepParams* params, const StepResults* results, const std::uint8_t* decay_mask, float* w, float* g,
-           float* m, float* v, std::size_t count, cudaStream_t stream) {
-    adamw_kernel<<<blocks_for(count), threads, 0, stream>>>(params, results, decay_mask, w, g, m, v, count);
+           float* m, float* v, std::size_t count, cudaStream_t stream, StepResults* to_host) {
+    adamw_kernel<<<blocks_for(count), threads, 0, stream>>>(params, results, decay_mask, w, g, m, v, count, to_host);
     launched("adamw");
 }
 

@@ -132,11 +132,13 @@ void head_step(const float* x, const float* g, const float* w, const float* bias
                float* dg, std::size_t rows, std::size_t d, std::size_t classes, const Partials& partials,
                double* loss_partials, cudaStream_t stream);
 
-// results->grad_sq += sum g^2; then AdamW over every parameter (decay_mask: 1 where weight decay applies).
+// results->grad_sq += sum g^2; then AdamW over every parameter (decay_mask: 1 where weight decay
+// applies), which also copies the step's results to to_host (pinned host memory, which the device
+// writes directly; null: no copy).
 void gradient_square_sum(const float* grads, StepResults* results, std::size_t count, float* partials,
                          cudaStream_t stream);
 void adamw(const StepParams* params, const StepResults* results, const std::uint8_t* decay_mask, float* w,
-           float* g, float* m, float* v, std::size_t count, cudaStream_t stream);
+           float* g, float* m, float* v, std::size_t count, cudaStream_t stream, StepResults* to_host = nullptr);
 
 // LSTM cell at step t (rows b * T + t): z holds pre-activations [4d] (i, f, g, o) on entry and the
 // activations on exit; c, h the cell and hidden state; hprev[n + 1] = h[n] (row t + 1) for dWh.
