@@ -10,8 +10,9 @@
 //   bench_step_timeline [--model M (deltanet)] [--matmul P (tf32)] [--words MIN] [--layers N (2)]
 //                       [--steps N (20)] [--list] [--out FILE (bench_step_timeline.json)]
 //
-// 2-layer models, d_model 128, 4 heads, batch 1024, at T = 40 and 256 (words of lengths MIN..T with
-// --words, as training's). Without a GPU it says so and exits 0. CUDA builds only (CUPTI).
+// Models of d_model 128, 4 heads, batch 1024 (2 layers unless --layers), at T = 40 and 256 (words
+// of lengths MIN..T with --words, as training's). Without a GPU it says so and exits 0. CUDA builds
+// only (CUPTI).
 #include <cupti.h>
 #include <cxxabi.h>
 #include <fmt/format.h>
