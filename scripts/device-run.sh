@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One call on the GPU machine, with binaries built elsewhere and carried in .devdeps/
 # (scripts/device-deps.sh BUILD_DIR): device tests, compute-sanitizer memcheck, an ncu profile of
-# one training step, the benchmark, the PyTorch reference, and parity time-to-learn runs through
-# the CLI. Logs go to $OUT (the device tool's output folder) or ./device-out; each step has its own
+# one training step, the benchmarks (with bench_step_timeline's account of one step's wall time),
+# the PyTorch reference, and parity time-to-learn runs through the CLI. Logs go to $OUT (the device tool's output folder) or ./device-out; each step has its own
 # time limit so that one slow step cannot take the others' results with it.
 #   scripts/device-run.sh [tests] [sanitizer] [profile] [bench] [torch] [learn]   (default: all)
 # .devdeps/bin/bench_train_step.NAME (an earlier build, if carried) is benchmarked after the current one.
