@@ -34,6 +34,7 @@
 #include "statetrack/automata/files.hpp"
 #include "statetrack/gpu/cuda_backend.hpp"
 #include "statetrack/gpu/random.hpp"
+#include "steps.hpp"
 #include "words.hpp"
 
 using namespace statetrack;
@@ -162,22 +163,13 @@ nlohmann::json trace_shape(const std::string& model, MatmulPrecision matmul, std
     AdamWOptions o;
     std::vector<Batch> batches;
     for (std::size_t i = 0; i < 4; ++i) batches.push_back(bench::random_words(1024, T, shortest, 2, 2, i));
-    // Steps back to back, as training runs them: the two slots alternate, so this warm-up (both slots,
-    // every batch) sizes their buffers and captures their graphs before the trace
-    auto run_steps = [&](std::size_t count, std::size_t first) {
-        cuda_start_step(session, batches[0], o, first, 1e-4);
-        for (std::size_t i = 0; i < count; ++i) {
-            if (i + 1 < count) cuda_start_step(session, batches[(i + 1) % 4], o, first + i + 1, 1e-4);
-            cuda_finish_step(session);
-        }
-    };
-    run_steps(8, 0);
+    bench::warm_up_both_slots(session, batches, o);  // sizes both slots' buffers, captures their graphs
     {
         const std::lock_guard lock(recorded_mutex);
         recorded.clear(), dropped = 0;
     }
     for (const auto kind : traced) check_cupti(cuptiActivityEnable(kind), "cuptiActivityEnable");
-    run_steps(steps, 8);
+    bench::steps_back_to_back(session, batches, o, steps, 0, 16);
     for (const auto kind : traced) check_cupti(cuptiActivityDisable(kind), "cuptiActivityDisable");
     check_cupti(cuptiActivityFlushAll(1), "cuptiActivityFlushAll");
     const std::lock_guard lock(recorded_mutex);

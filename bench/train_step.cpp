@@ -24,6 +24,7 @@
 #include "statetrack/automata/files.hpp"
 #include "statetrack/gpu/cuda_backend.hpp"
 #include "statetrack/gpu/random.hpp"
+#include "steps.hpp"
 #include "words.hpp"
 
 using namespace statetrack;
@@ -65,16 +66,9 @@ nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
     AdamWOptions o;
     std::vector<Batch> batches;  // rotate through a few, as training would
     for (std::size_t i = 0; i < 4; ++i) batches.push_back(bench::random_words(B, s.T, s.shortest, c.vocab, c.classes, i));
-    // Steps back to back alternate between the session's two slots, each with graphs of its own: warm
-    // up every batch on both, so that no first capture is timed with the pipelined steps, then the
-    // single steps' slot. (--profile, steps 0: three steps, one launch per kernel, for ncu.)
-    for (std::size_t shift = 0; steps && shift < 2; ++shift) {
-        cuda_start_step(session, batches[shift], o, 0, 1e-4);
-        for (std::size_t i = 0; i < 8; ++i) {
-            if (i + 1 < 8) cuda_start_step(session, batches[(shift + i + 1) % 4], o, i + 1, 1e-4);
-            cuda_finish_step(session);
-        }
-    }
+    // Warm up both slots, so that no first capture is timed with the pipelined steps, then the single
+    // steps' slot. (--profile, steps 0: three steps, one launch per kernel, for ncu.)
+    if (steps) bench::warm_up_both_slots(session, batches, o);
     for (std::size_t i = 0; i < (steps ? 4 : 3); ++i) cuda_train_step(session, batches[i], o, i, 1e-4);
     std::vector<double> times;
     double loss = 0;
@@ -87,11 +81,7 @@ nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
     // The same steps back to back as `statetrack train` runs them: the next begun before the one
     // before ends (two in flight), so the GPU does not wait for the host between steps.
     const auto start = Clock::now();
-    if (steps) cuda_start_step(session, batches[0], o, 3 + steps, 1e-4);
-    for (std::size_t i = 0; i < steps; ++i) {
-        if (i + 1 < steps) cuda_start_step(session, batches[(i + 1) % 4], o, 3 + steps + i + 1, 1e-4);
-        loss = cuda_finish_step(session).loss;
-    }
+    if (steps) loss = bench::steps_back_to_back(session, batches, o, steps, 0, 3 + steps).loss;
     const double ms_pipelined = steps ? 1e3 * seconds_since(start) / double(steps) : 0;
     const std::size_t peak = cuda_device_bytes_in_use() - before;
     return {{"shape", s.name},      {"model", s.model},

@@ -737,8 +737,9 @@ void pack_words(std::int32_t* staged, const Batch& batch, const Plan& p) {
     std::memcpy(staged + 2 * p.N + B, offsets.data(), B * sizeof(std::int32_t));
 }
 
-// Stages the batch in the slot's pinned memory (enqueue_upload copies it to the device), checking its values and counting its labelled positions (labelled_positions' count) on
-// the way: one branch-free pass that vectorises. The GPU is idle while the host does this, and the
+// Stages the batch in the slot's pinned memory (enqueue_upload copies it to the device), checking
+// its values and counting its labelled positions (labelled_positions' count) on the way: one
+// branch-free pass that vectorises. The GPU is idle while the host does this, and the
 // checks, the copies and the two counts as separate passes took ~0.26 ms a step at T = 256 (0.07 ms
 // as one pass; build VM, -O3). Nothing is enqueued for a bad batch.
 void stage_batch(const CudaSession& session, CudaSessionState& s, const Batch& batch, const Plan& p) {
