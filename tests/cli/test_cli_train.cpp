@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "run_statetrack.hpp"
+#include "scratch_dir.hpp"
 
 namespace {
 
@@ -21,11 +22,7 @@ const auto slurp = statetrack::testing::read_text;
 
 Result run(const std::string& args) { return statetrack::testing::run_statetrack(args, fs::temp_directory_path()); }
 
-fs::path fresh_dir(const std::string& name) {
-    const fs::path dir = fs::temp_directory_path() / ("statetrack_cli_train_" + name);
-    fs::remove_all(dir);
-    return dir;
-}
+fs::path fresh_dir(const std::string& name) { return statetrack::testing::fresh_scratch_dir("cli_train_" + name); }
 
 const std::string tiny = " --d-model 8 --heads 2 --batch 4 --steps 6 --eval-every 3 --eval-words 2 --train-len 2:6 --test-len 7:8 --quiet";
 

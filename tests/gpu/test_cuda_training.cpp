@@ -7,6 +7,7 @@
 
 #include "statetrack/automata/zoo.hpp"
 #include "statetrack/gpu/trainer.hpp"
+#include "scratch_dir.hpp"
 
 namespace statetrack::gpu {
 namespace {
@@ -14,8 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(BestCheckpoint, HoldsTheWeightsOfTheFirstBestEvaluation) {
-    const fs::path out = fs::temp_directory_path() / "statetrack_test_best_checkpoint";
-    fs::remove_all(out);
+    const fs::path out = statetrack::testing::fresh_scratch_dir("test_best_checkpoint");
     const Task task{automata::zoo("parity"), "zoo:parity", LabelMode::final_position, Target::accept};
     TrainOptions o;
     parse_model_name("deltanet", o.model);

@@ -9,6 +9,7 @@
 
 #include "statetrack/automata/zoo.hpp"
 #include "statetrack/gpu/trainer.hpp"
+#include "scratch_dir.hpp"
 
 namespace statetrack::gpu {
 namespace {
@@ -24,8 +25,7 @@ nlohmann::json train_parity(EigRange eig, const std::string& name) {
     o.adamw.lr = 3e-3, o.adamw.clip = 1.0;
     o.train_len = {3, 40}, o.test_len = {40, 128};
     o.eval_every = o.steps, o.eval_words = 8;
-    const auto out = std::filesystem::temp_directory_path() / ("statetrack_test_learnability_" + name);
-    std::filesystem::remove_all(out);
+    const auto out = statetrack::testing::fresh_scratch_dir("test_learnability_" + name);
     o.out_dir = out.string();
     o.progress = false;
     return train(task, o, nullptr);

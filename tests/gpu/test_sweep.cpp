@@ -11,11 +11,11 @@
 #include <set>
 #include <thread>
 
-#include <unistd.h>
 
 #include "statetrack/automata/error.hpp"
 #include "statetrack/automata/files.hpp"
 #include "statetrack/gpu/sweep.hpp"
+#include "scratch_dir.hpp"
 
 namespace {
 
@@ -189,12 +189,7 @@ TEST(Sweep, BadSpecsNameTheJsonPointer) {
 }
 
 // A temporary folder per test.
-fs::path fresh_dir(const std::string& name) {
-    const fs::path dir = fs::temp_directory_path() / ("statetrack_test_sweep_" + name + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    return dir;
-}
+fs::path fresh_dir(const std::string& name) { return statetrack::testing::fresh_scratch_dir("test_sweep_" + name, true); }
 
 json synthetic_summary(double scaled, const std::vector<std::pair<std::size_t, double>>& per_length, std::size_t stopped = 10) {
     json lengths = json::array();

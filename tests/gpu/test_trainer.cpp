@@ -14,6 +14,7 @@
 #include "statetrack/gpu/cuda_backend.hpp"
 #include "statetrack/gpu/spectra.hpp"
 #include "statetrack/gpu/trainer.hpp"
+#include "scratch_dir.hpp"
 
 namespace statetrack::gpu {
 namespace {
@@ -29,11 +30,7 @@ automata::Dfa mod3_dfa() {  // counts the letter "a" modulo 3; "b" keeps the sta
     return dfa;
 }
 
-fs::path fresh_dir(const std::string& name) {
-    const fs::path dir = fs::temp_directory_path() / ("statetrack_test_trainer_" + name);
-    fs::remove_all(dir);
-    return dir;
-}
+fs::path fresh_dir(const std::string& name) { return statetrack::testing::fresh_scratch_dir("test_trainer_" + name); }
 
 TrainOptions tiny_options(const std::string& model, const fs::path& out) {
     TrainOptions o;
