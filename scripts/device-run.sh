@@ -7,6 +7,7 @@
 #   scripts/device-run.sh [tests] [sanitizer] [profile] [bench] [torch] [learn]   (default: all)
 # .devdeps/bin/bench_train_step.NAME (an earlier build, if carried) is benchmarked after the current one.
 # Environment: LEARN_STEPS (18000: ~29 s a run on an H100), LEARN_LRS ("1e-2"), LEARN_SEEDS ("1 2"),
+# LEARN_EIGS ("-1,1 0,1"), LEARN_MATMUL (tf32),
 # NCU_METRICS (ncu --metrics). The learning defaults are those of docs/training.md's latest time to learn.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -38,7 +39,7 @@ if want sanitizer; then
   # the recurrences share shared-memory tiles within a warp: racecheck them (head dims 8 and 16)
   note "compute-sanitizer racecheck"
   timeout 180 compute-sanitizer --tool racecheck --error-exitcode 9 \
-    "$bin/test_gpu" --gtest_filter='CudaBackend.ComparisonCatches*:CudaBackend.Fp32MatchesCpuReferenceInChunks:CudaBackend.*PackedWords' >"$out/racecheck.log" 2>&1
+    "$bin/test_gpu" --gtest_filter='CudaBackend.ComparisonCatches*:CudaBackend.Fp32MatchesCpuReferenceInChunks:CudaBackend.Fp32*PackedWords' >"$out/racecheck.log" 2>&1
   echo "racecheck exit $?" | tee -a "$out/run.log"
   tail -2 "$out/racecheck.log" | tee -a "$out/run.log"
 fi
@@ -72,7 +73,7 @@ if want learn; then
   note "parity time to learn (statetrack train --device cuda)"
   learn_steps=${LEARN_STEPS:-18000}
   lrs=(${LEARN_LRS:-1e-2})
-  for eig in -1,1 0,1; do
+  for eig in ${LEARN_EIGS:--1,1 0,1}; do
     for lr in "${lrs[@]}"; do
       for seed in ${LEARN_SEEDS:-1 2}; do
         # [0,1] is the control: the first learning rate is enough to show it stays at chance
@@ -80,7 +81,8 @@ if want learn; then
         dir=/tmp/learn/eig$eig-lr$lr-seed$seed
         timeout 180 "$bin/statetrack" train --task zoo:parity --model deltanet --eig "$eig" --layers 2 --d-model 128 \
           --heads 4 --batch 1024 --lr "$lr" --steps "$learn_steps" --seed "$seed" --train-len 3:40 --test-len 40:256 \
-          --eval-every 200 --eval-words 8 --device cuda --quiet --out "$dir" >>"$out/learn.log" 2>&1
+          --eval-every 200 --eval-words 8 --device cuda --matmul "${LEARN_MATMUL:-tf32}" --quiet --out "$dir" \
+          >>"$out/learn.log" 2>&1
         echo "eig $eig lr $lr seed $seed: exit $?" >>"$out/learn.log"
         python3 - "$dir" "$eig" "$lr" "$seed" <<'EOF' | tee -a "$out/run.log" >>"$out/learn.log"
 import json, sys

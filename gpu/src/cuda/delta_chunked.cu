@@ -383,13 +383,14 @@ __device__ void row_dots(const float (&d)[2][4], const float* xs, int c0, int g,
     dot[0] = quad_sum(dot[0]), dot[1] = quad_sum(dot[1]);
 }
 
-template <int KT>
+// Out: the type of dpre and dzbeta (float, or bf16 for --matmul bf16's products), rows ldo apart.
+template <int KT, class Out>
 __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel(DeltaShape s, const float* pre,
                                                                               const float* conv, const float* zbeta,
                                                                               const float* u_saved, const float* final,
-                                                                              const OutputNorm on, float* dpre,
-                                                                              float* partials, float* gain_partials,
-                                                                              float* dzbeta) {
+                                                                              const OutputNorm on, Out* dpre,
+                                                                              std::size_t ldo, float* partials,
+                                                                              float* gain_partials, Out* dzbeta) {
     extern __shared__ __align__(16) float chunk_shared[];
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
     const std::size_t group = blockIdx.x;  // one block a (word, head)
@@ -456,7 +457,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         float x[C + KT - 1], tw[KT], acc[KT] = {}, gz[KT];
         load_rows(slot, t0, len, x);
         load_taps(slot, tw);
-        float* out = dpre + (n0 + t0 + C - 1) * ld + slot * d + h * DH + lane;  // row t0 + C - 1, then up
+        Out* out = dpre + (n0 + t0 + C - 1) * ldo + slot * d + h * DH + lane;  // row t0 + C - 1, then up
 #pragma unroll
         for (int i = 1; i < KT; ++i) gz[i] = cr[i - 1];
 #pragma unroll
@@ -465,8 +466,8 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
             float dx = 0;
 #pragma unroll
             for (int k = 0; k < KT; ++k) dx += tw[KT - 1 - k] * gz[k];
-            if (i < len) *out = dx;
-            out -= ld;
+            if (i < len) *out = Out(dx);
+            out -= ldo;
             asm("" : "+l"(out));
 #pragma unroll
             for (int j = 0; j < KT; ++j) acc[j] += gz[0] * x[i + j];
@@ -671,7 +672,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         if (w == 0) conv_backward(2, sdr, t0, len, carry[1], taps[1]);
         if (w == 1 && lane < len) {
             const float sgm = sigmoidf(zb), db = (sdbeta_w[lane] + sdbeta_w[C + lane]) + sdbeta_l[lane];
-            dzbeta[(n0 + t0 + lane) * ld + h] = db * s.beta_scale * sgm * (1.0f - sgm);
+            dzbeta[(n0 + t0 + lane) * ldo + h] = Out(db * s.beta_scale * sgm * (1.0f - sgm));
         }
     }
     // The taps' gradients of word b into its partial sums, [b][3 d][K], as write_tap_grads lays them.
@@ -691,15 +692,32 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     }
 }
 
-template <int KT>
+template <int KT, class Out>
 void launch_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
-                     const float* final, const OutputNorm& on, float* dpre, float* partials, float* gain_partials,
-                     float* dzbeta, cudaStream_t stream) {
+                     const float* final, const OutputNorm& on, Out* dpre, std::size_t ldo, float* partials,
+                     float* gain_partials, Out* dzbeta, cudaStream_t stream) {
     constexpr std::size_t bytes = BackTiles::floats * sizeof(float);
     static_assert(bytes <= 48 * 1024, "more than a block gets without cudaFuncSetAttribute");
-    delta_backward_chunked_kernel<KT><<<unsigned(s.B * s.H), back_threads, bytes, stream>>>(
-        s, pre, conv, zbeta, u, final, on, dpre, partials, gain_partials, dzbeta);
+    delta_backward_chunked_kernel<KT, Out><<<unsigned(s.B * s.H), back_threads, bytes, stream>>>(
+        s, pre, conv, zbeta, u, final, on, dpre, ldo, partials, gain_partials, dzbeta);
     check(cudaGetLastError(), "delta_backward_chunked");
+}
+
+template <class Out>
+bool backward_through_norm(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
+                           const float* final, const OutputNorm& on, Out* dpre, std::size_t ldo, float* dconv,
+                           Out* dzbeta, float* dgain, const Partials& partials, const Partials& gain_partials,
+                           cudaStream_t stream) {
+    if (!delta_runs_in_chunks(s)) return false;
+    if (conv_tap_length(s.K) == 4)
+        launch_backward<4>(s, pre, conv, zbeta, u, final, on, dpre, ldo, partials.scratch, gain_partials.scratch, dzbeta,
+                           stream);
+    else
+        launch_backward<8>(s, pre, conv, zbeta, u, final, on, dpre, ldo, partials.scratch, gain_partials.scratch, dzbeta,
+                           stream);
+    partials.sums->push_back({partials.scratch, s.B, 3 * s.H * DH * s.K, dconv});
+    gain_partials.sums->push_back({gain_partials.scratch, s.B, s.H * DH, dgain});
+    return true;
 }
 
 // Whether the chunked kernels run here, asked once per device (sessions may run on several): this
@@ -746,15 +764,15 @@ bool delta_backward_through_norm(const DeltaShape& s, const float* pre, const fl
                                  const float* u, const float* final, const OutputNorm& on, float* dpre, float* dconv,
                                  float* dzbeta, float* dgain, const Partials& partials, const Partials& gain_partials,
                                  cudaStream_t stream) {
-    if (!delta_runs_in_chunks(s)) return false;
-    const std::size_t KT = conv_tap_length(s.K);
-    if (KT == 4)
-        launch_backward<4>(s, pre, conv, zbeta, u, final, on, dpre, partials.scratch, gain_partials.scratch, dzbeta, stream);
-    else
-        launch_backward<8>(s, pre, conv, zbeta, u, final, on, dpre, partials.scratch, gain_partials.scratch, dzbeta, stream);
-    partials.sums->push_back({partials.scratch, s.B, 3 * s.H * DH * s.K, dconv});
-    gain_partials.sums->push_back({gain_partials.scratch, s.B, s.H * DH, dgain});
-    return true;
+    return backward_through_norm(s, pre, conv, zbeta, u, final, on, dpre, s.ld, dconv, dzbeta, dgain, partials,
+                                 gain_partials, stream);
+}
+bool delta_backward_through_norm(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta,
+                                 const float* u, const float* final, const OutputNorm& on, bf16* dpre, std::size_t ldo,
+                                 float* dconv, bf16* dzbeta, float* dgain, const Partials& partials,
+                                 const Partials& gain_partials, cudaStream_t stream) {
+    return backward_through_norm(s, pre, conv, zbeta, u, final, on, dpre, ldo, dconv, dzbeta, dgain, partials,
+                                 gain_partials, stream);
 }
 
 }  // namespace statetrack::gpu::cuda

@@ -390,12 +390,13 @@ __global__ void zero_past_lengths_kernel(float* a, std::size_t ld, std::size_t c
 }
 
 // Rows from the end of the last of B packed words to N, a warp per row.
-__global__ void zero_past_packed_words_kernel(float* a, std::size_t ld, std::size_t cols, std::size_t N, std::size_t B,
+template <class T>
+__global__ void zero_past_packed_words_kernel(T* a, std::size_t ld, std::size_t cols, std::size_t N, std::size_t B,
                                               const std::int32_t* offsets, const std::int32_t* lengths) {
     const std::size_t first = std::size_t(offsets[B - 1]) + std::size_t(lengths[B - 1]);
     const std::size_t warps = std::size_t(gridDim.x) * blockDim.x / 32, lane = threadIdx.x % 32;
     for (std::size_t n = first + (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; n < N; n += warps)
-        for (std::size_t c = lane; c < cols; c += 32) a[n * ld + c] = 0.0f;
+        for (std::size_t c = lane; c < cols; c += 32) a[n * ld + c] = T(0.0f);
 }
 
 // SwiGLU, a thread per float4 of h (m a multiple of 4): the row from one 32-bit division per
@@ -445,6 +446,13 @@ __global__ void to_bf16_kernel(const float* __restrict__ x, bf16* __restrict__ y
     for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
          i += std::size_t(gridDim.x) * blockDim.x)
         y[i] = __float2bfloat16_rn(x[i]);
+}
+// The same for rows, a thread per element (cols not a multiple of anything).
+__global__ void to_bf16_rows_kernel(const float* __restrict__ x, std::size_t ldx, bf16* __restrict__ y,
+                                    std::size_t ldy, std::size_t rows, std::size_t cols) {
+    for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * cols;
+         i += std::size_t(gridDim.x) * blockDim.x)
+        y[i / cols * ldy + i % cols] = __float2bfloat16_rn(x[i / cols * ldx + i % cols]);
 }
 
 // The rows of the cross-entropy, G threads a row (G = 1 or 32), grid-stride: loss and correct
@@ -870,11 +878,12 @@ void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, std:
 }
 
 bool embed_and_norm(const std::int32_t* tokens, const float* table, float* x, const float* g, float* y, float* rinv,
-                    std::size_t rows, std::size_t d, cudaStream_t stream) {
+                    std::size_t rows, std::size_t d, cudaStream_t stream, bf16* y16) {
     RowShape shape{};
     unsigned chunks = 0;
-    if (!vector_rows(rows, d, d, {table, x, y}, shape, chunks)) return false;
-    norm_rows(table, g, y, rinv, rows, shape, chunks, tokens, x, stream);
+    if (!vector_rows(rows, d, d, {table, x, y, reinterpret_cast<const float*>(y16)}, shape, chunks)) return false;
+    if (y16) norm_rows(table, g, y16, rinv, rows, shape, chunks, tokens, x, stream);
+    else norm_rows(table, g, y, rinv, rows, shape, chunks, tokens, x, stream);
     launched("embed_and_norm");
     return true;
 }
@@ -962,6 +971,11 @@ void zero_past_packed_words(float* a, std::size_t ld, std::size_t cols, std::siz
     zero_past_packed_words_kernel<<<32, threads, 0, stream>>>(a, ld, cols, N, B, offsets, lengths);
     launched("zero_past_packed_words");
 }
+void zero_past_packed_words(bf16* a, std::size_t ld, std::size_t cols, std::size_t N, std::size_t B,
+                            const std::int32_t* offsets, const std::int32_t* lengths, cudaStream_t stream) {
+    zero_past_packed_words_kernel<<<32, threads, 0, stream>>>(a, ld, cols, N, B, offsets, lengths);
+    launched("zero_past_packed_words");
+}
 
 void add_bias(float* y, std::size_t ld, const float* bias, std::size_t rows, std::size_t cols, cudaStream_t stream) {
     add_bias_kernel<<<blocks_for(rows * cols), threads, 0, stream>>>(y, ld, bias, rows, cols);
@@ -1024,6 +1038,12 @@ void swiglu_backward(const bf16* gu, const bf16* dh, bf16* dgu, std::size_t rows
 void to_bf16(const float* x, bf16* y, std::size_t count, cudaStream_t stream) {
     to_bf16_kernel<<<std::min<unsigned>(persistent_blocks(), std::max(1u, blocks_for(count))), threads, 0, stream>>>(
         x, y, count);
+    launched("to_bf16");
+}
+void to_bf16(const float* x, std::size_t ldx, bf16* y, std::size_t ldy, std::size_t rows, std::size_t cols,
+             cudaStream_t stream) {
+    to_bf16_rows_kernel<<<std::min<unsigned>(persistent_blocks(), std::max(1u, blocks_for(rows * cols))), threads, 0,
+                          stream>>>(x, ldx, y, ldy, rows, cols);
     launched("to_bf16");
 }
 

@@ -67,8 +67,9 @@ void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, std:
                      std::size_t group, cudaStream_t stream, bf16* y16 = nullptr);
 // embed_forward and then rmsnorm_forward of x over whole rows (the first layer's norm), in one pass
 // that does not read x back; false, launching nothing, where the rows are not the vectorised layout.
+// With y16, y is written there in bf16 instead (as rmsnorm_forward's).
 bool embed_and_norm(const std::int32_t* tokens, const float* table, float* x, const float* g, float* y, float* rinv,
-                    std::size_t rows, std::size_t d, cudaStream_t stream);
+                    std::size_t rows, std::size_t d, cudaStream_t stream, bf16* y16 = nullptr);
 // dx (+)= r g dy - x r^3 sum(g dy x) / group (accumulate or overwrite); dg += sum_n dy x r. dx16
 // (optional, vectorised layouts only) receives a bf16 copy of the new dx.
 void rmsnorm_backward(const float* x, const float* g, const float* rinv, const float* dy, float* dx, float* dg,
@@ -100,8 +101,11 @@ void swiglu_backward(const float* gu, const float* dh, float* dgu, std::size_t r
 // The same in bf16 storage (fp32 arithmetic; m a multiple of 4).
 void swiglu_forward(const bf16* gu, bf16* h, std::size_t rows, std::size_t m, cudaStream_t stream);
 void swiglu_backward(const bf16* gu, const bf16* dh, bf16* dgu, std::size_t rows, std::size_t m, cudaStream_t stream);
-// y = x rounded to bf16 (nearest even), for the weight copies of --matmul bf16.
+// y = x rounded to bf16 (nearest even), for the weight copies of --matmul bf16; and of rows, ld apart
+// (the gradients of the projections where a recurrence's backward writes them in fp32).
 void to_bf16(const float* x, bf16* y, std::size_t count, cudaStream_t stream);
+void to_bf16(const float* x, std::size_t ldx, bf16* y, std::size_t ldy, std::size_t rows, std::size_t cols,
+             cudaStream_t stream);
 
 // a[b T + t][c] = 0 for t >= lengths[b] and c < cols (rows ld apart): the recurrences' outputs, and in
 // the backward their input gradients, past each word's end (Batch; the kernels stop there).
@@ -111,6 +115,8 @@ void zero_past_lengths(float* a, std::size_t ld, std::size_t cols, std::size_t B
 // a[n][c] = 0 for rows n from the end of the last of B packed words (offsets[B - 1] + lengths[B -
 // 1]) to N, c < cols: a packed batch's rows after its words (Batch), which no recurrence writes.
 void zero_past_packed_words(float* a, std::size_t ld, std::size_t cols, std::size_t N, std::size_t B,
+                            const std::int32_t* offsets, const std::int32_t* lengths, cudaStream_t stream);
+void zero_past_packed_words(bf16* a, std::size_t ld, std::size_t cols, std::size_t N, std::size_t B,
                             const std::int32_t* offsets, const std::int32_t* lengths, cudaStream_t stream);
 
 // Mean cross-entropy pieces: results->loss_sum += sum of -log p(target); dlogits = (p - onehot) / count;
@@ -203,6 +209,12 @@ bool delta_backward_through_norm(const DeltaShape& s, const float* pre, const fl
                                  const float* u, const float* final, const OutputNorm& on, float* dpre, float* dconv,
                                  float* dzbeta, float* dgain, const Partials& partials, const Partials& gain_partials,
                                  cudaStream_t stream);
+// The same with dpre and dzbeta in bf16, rows ldo apart: --matmul bf16's projections take them as
+// operands with no conversion pass.
+bool delta_backward_through_norm(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta,
+                                 const float* u, const float* final, const OutputNorm& on, bf16* dpre, std::size_t ldo,
+                                 float* dconv, bf16* dzbeta, float* dgain, const Partials& partials,
+                                 const Partials& gain_partials, cudaStream_t stream);
 std::size_t delta_backward_partials(const DeltaShape& s);
 
 // Bytes of shared memory per block (static and dynamic) that the recurrence kernels need at most,
