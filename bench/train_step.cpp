@@ -263,15 +263,18 @@ int main(int argc, char** argv) {
         shapes.push_back({"deltanet, 3-40, padded", "deltanet", 2, 40, 2, 2, MatmulPrecision::tf32, true, 3, false});
         shapes.push_back({"deltanet, 3-40, bf16 MLP", "deltanet", 2, 40, 2, 2, MatmulPrecision::bf16, true, 3});
         // ms/step: the median of single steps, each waited for; pipelined: steps back to back, as training
-        // runs them (the next begun while one runs)
-        fmt::print("{:<26} {:>5} {:>6} {:>5} {:>10} {:>10} {:>14} {:>11}\n", "shape", "T", "matmul", "graph", "ms/step",
-                   "pipelined", "tokens/s", "device MiB");
+        // runs them (the next begun while one runs). session MiB: what the session allocated (exact);
+        // device MiB: the growth of the GPU's memory in use (cudaMemGetInfo: cuBLAS's and the graphs'
+        // too, but the driver's release of an earlier session's memory can make it read low)
+        fmt::print("{:<26} {:>5} {:>6} {:>5} {:>10} {:>10} {:>14} {:>11} {:>11}\n", "shape", "T", "matmul", "graph",
+                   "ms/step", "pipelined", "tokens/s", "session MiB", "device MiB");
         for (const Shape& s : shapes) {
             const auto r = time_shape(s, 1024, steps);
             rows.push_back(r);
-            fmt::print("{:<26} {:>5} {:>6} {:>5} {:>10.3f} {:>10.3f} {:>14.3e} {:>11.0f}\n", s.name, s.T,
+            fmt::print("{:<26} {:>5} {:>6} {:>5} {:>10.3f} {:>10.3f} {:>14.3e} {:>11.0f} {:>11.0f}\n", s.name, s.T,
                        to_string(s.matmul), s.graphs ? "yes" : "no", r["ms_per_step"].get<double>(),
-                       r["ms_per_step_pipelined"].get<double>(), r["tokens_per_s"].get<double>(), r["device_mib"].get<double>());
+                       r["ms_per_step_pipelined"].get<double>(), r["tokens_per_s"].get<double>(),
+                       r["session_mib"].get<double>(), r["device_mib"].get<double>());
         }
     }
     result["rows"] = rows;
