@@ -123,6 +123,7 @@ struct Comparison {
     double cpu32_worst_gradient = 0;  // the CPU reference's own fp32 path, tensor by tensor, at its worst
     std::string worst_tensor;
     std::vector<std::pair<std::string, double>> per_tensor;  // gradient error of every tensor
+    std::vector<float> gradients;                            // the device's
     double tf32_condition = 0;  // rounding_sensitivity of the instance at the products' precision
     // TF32 (or bf16) products: 2e-2, or 4x the instance's own sensitivity where it is ill-conditioned
     double tf32_bound() const { return std::max(2e-2, 4 * tf32_condition); }
@@ -180,6 +181,7 @@ Comparison compare(const ModelConfig& cpu_config, const ModelConfig& gpu_config,
         out.per_tensor.emplace_back(t.name, e);
         out.cpu32_worst_gradient = std::max(out.cpu32_worst_gradient, relative_error(grads32, ref_grads, t.offset, t.offset + t.size()));
     }
+    out.gradients = std::move(grads);
     return out;
 }
 
@@ -562,7 +564,10 @@ TEST(CudaBackend, Bf16MatchesCpuReferenceLoosely) {
 // --matmul bf16 on packed words: the projections' gradient in bf16 (written by the chunked backward,
 // or converted after the step-by-step kernels) with the rows after the words zeroed, against the
 // fp64 reference within the loose bounds, as the same step on the padded rows; the workspace is
-// poisoned, so a bf16 row left unwritten (NaN) fails. Lengths summing to exactly 256 rows too.
+// poisoned, so a bf16 row left unwritten (NaN) fails. Lengths summing to exactly 256 rows too. The
+// loose bounds are wide at bf16 (a tensor as small as wbeta could be wrong within them), so the
+// chunked step is also held, tensor by tensor, to the step-by-step kernels' on the same words: the
+// same bf16 roundings, two independent paths to [dq | dk | dv | dz] (written in bf16, or converted).
 TEST(CudaBackend, Bf16MatchesCpuReferenceWithPackedWords) {
     SKIP_WITHOUT_GPU();
     const Packed cases[] = {{"deltanet", true, {EigRange::signed_unit, 4, 24, 40}},
@@ -576,18 +581,37 @@ TEST(CudaBackend, Bf16MatchesCpuReferenceWithPackedWords) {
         const Batch batch = packed_batch(k, c, 1400 + i);
         SCOPED_TRACE(std::string(k.model) + (k.chunked ? "" : " step by step") + " B " + std::to_string(e.B) + " T " +
                      std::to_string(e.T) + (k.exact ? " (256 rows exactly)" : ""));
-        EXPECT_TRUE(cuda_packs_words(make_cuda_session(c, {MatmulPrecision::bf16, true, false}), batch));
+        {
+            CudaOptions options{MatmulPrecision::bf16, true, false};
+            options.chunked = k.chunked;
+            const CudaSession session = make_cuda_session(c, options);
+            EXPECT_TRUE(cuda_packs_words(session, batch));
+            // deltanet's chunked cases must run the chunked kernels (an H100 or H200 does)
+            ASSERT_EQ(cuda_runs_chunked(session), k.chunked && k.model == std::string("deltanet"));
+        }
         const Comparison r = compare(c, c, MatmulPrecision::bf16, 1400 + i, e.B, e.T, k.chunked, &batch);
         const Comparison padded = compare(c, c, MatmulPrecision::bf16, 1400 + i, e.B, e.T, k.chunked, &batch, false);
-        std::printf("bf16 packed: %s%s B %zu T %zu: logits %.2e, all gradients %.2e (padded rows %.2e, sensitivity %.2e)\n",
+        double worst_steps = 0;  // the chunked step against the step-by-step one, the worst tensor
+        if (cuda_runs_chunked(make_cuda_session(c, {MatmulPrecision::bf16, true, false}))) {
+            const Comparison steps = compare(c, c, MatmulPrecision::bf16, 1400 + i, e.B, e.T, false, &batch);
+            for (const auto& t : parameter_layout(c).tensors) {
+                const double diff = relative_error(r.gradients, steps.gradients, t.offset, t.offset + t.size());
+                worst_steps = std::max(worst_steps, diff);
+                EXPECT_LT(diff, 2e-2) << t.name << " against the step-by-step kernels";
+            }
+        }
+        std::printf("bf16 packed: %s%s B %zu T %zu: logits %.2e, all gradients %.2e (padded rows %.2e, sensitivity %.2e); "
+                    "chunked against steps, worst tensor %.2e\n",
                     k.model, k.chunked ? "" : " (steps)", e.B, e.T, r.logits, r.all_gradients, padded.all_gradients,
-                    r.tf32_condition);
+                    r.tf32_condition, worst_steps);
         expect_loose_bounds(r);
         expect_loose_bounds(padded);
+        for (std::size_t t = 0; t < r.per_tensor.size(); ++t)  // packed no worse than padded, tensor by tensor
+            EXPECT_LT(r.per_tensor[t].second, 1.5 * padded.per_tensor[t].second + 1e-3) << r.per_tensor[t].first;
     }
 }
 
-// --matmul bf16 keeps a bf16 copy of the weights for the MLP: after training steps (graph replays,
+// --matmul bf16 keeps a bf16 copy of the weights for the MLP and the projections: after training steps (graph replays,
 // and the separate AdamW call) it must hold the new weights, i.e. the session computes what a new
 // session given the downloaded fp32 weights computes, to the bit (the forward has no atomics). A
 // stale copy would leave the MLP on the old weights; the last check shows that the weights moved,
@@ -753,6 +777,42 @@ TEST(CudaBackend, AdamWStepAndGraphMatchReference) {
             download_parameters(graphed, graph_w);
             EXPECT_EQ(bitwise_differences(graph_w, got_w), 0u);
         }
+    }
+}
+
+// --matmul bf16 training steps captured in graphs give the bits of the same steps launched one by
+// one: the side stream's weight gradients (which read the bf16 operands dx16, xn1, on and dpre16
+// while the main stream goes on) are joined before anything they read is overwritten, in the graph
+// as on the stream. Deltanet at head_dim 32 on packed words, chunked and step by step.
+TEST(CudaBackend, Bf16StepsInGraphsEqualStepsWithout) {
+    SKIP_WITHOUT_GPU();
+    const auto c = config_for("deltanet", EigRange::signed_unit, 64, 2);
+    const auto layout = parameter_layout(c);
+    const std::vector<float> w0 = random_float_params(layout, 1500);
+    AdamWOptions o;
+    o.lr = 3e-3;
+    std::vector<Batch> batches;
+    for (const std::size_t T : {40, 12, 40, 33})
+        batches.push_back(random_batch(48, T, c.vocab, c.classes, 1500 + T + batches.size()));
+    for (const bool chunked : {true, false}) {
+        SCOPED_TRACE(chunked ? "chunked" : "step by step");
+        std::vector<float> w[2];
+        std::vector<double> losses[2];
+        for (const bool graphs : {false, true}) {
+            CudaOptions options{MatmulPrecision::bf16, graphs, true};
+            options.chunked = chunked;
+            CudaSession session = make_cuda_session(c, options);
+            upload_parameters(session, w0);
+            for (std::size_t i = 0; i < batches.size(); ++i) {
+                EXPECT_TRUE(cuda_packs_words(session, batches[i]) || batches[i].length == 12);
+                losses[graphs].push_back(cuda_train_step(session, batches[i], o, i, o.lr).loss);
+            }
+            w[graphs].assign(layout.total, NAN);
+            download_parameters(session, w[graphs]);
+        }
+        EXPECT_EQ(losses[0], losses[1]);
+        EXPECT_EQ(bitwise_differences(w[0], w[1]), 0u);
+        EXPECT_GT(bitwise_differences(w[0], w0), layout.total / 2);  // the steps did train
     }
 }
 

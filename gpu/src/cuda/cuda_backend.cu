@@ -58,17 +58,19 @@ struct Plan {
     // --matmul bf16 with a delta rule (deltanet, deltaproduct:N): its projections take bf16 operands
     // as the MLP's do, xn1 and on hold bf16 (in their float slots), the projections' gradient [dq | dk |
     // dv | dz] is in dpre16, rows ld16 apart (proj rounded up to 8: 16-byte rows for the tensor cores'
-    // loads). Not mamba's: its decays, exponentials of the gate logits, took the bf16 rounding of its
+    // loads), inside s1 where the chunked backward writes it (s1 is free then; the conversion after
+    // the step-by-step kernels reads s1). Not mamba's: its decays, exponentials of the gate logits, took the bf16 rounding of its
     // projections' inputs to logits 2.2-2.7e-2 from the fp64 reference on two of four random
     // instances, past the 2e-2 the issue sets (test Bf16MatchesCpuReferenceLoosely, H100, 2026-11-26).
     bool proj16;
     std::size_t ld16, dpre16;
+    bool dpre16_in_s1;
     std::vector<std::size_t> x;
     std::vector<LayerActs> layers;
     std::size_t xnf, rf, logits, dlogits;
     std::size_t dx, dxn, s1, s2, dh_next, dc_next;
     std::size_t dO;  // the mixers' output gradient: not in s2, which the MLP's wgate gradient may still read
-    std::size_t dx16;  // bf16 copy of dx, the MLP backward's operand (mlp16 only)
+    std::size_t dx16;  // bf16 copy of dx (mlp16 only): the operand of the MLP's products, and of wo's (proj16)
     // Packed (Batch): the words one after the other in N >= the sum of their lengths rows, no padding
     // between them (training steps at head_dim 32: cuda_packs_words); otherwise word b at rows b T ..
     // and N = B T.
@@ -113,7 +115,9 @@ std::size_t backward_partials(const Plan& p, const ModelConfig& c) {
 }
 
 // rows: where the words are packed the rows that hold them (packed_rows), 0 for B T.
-Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training, bool mlp16, std::size_t rows = 0) {
+// delta_chunks: the delta rule runs in chunks (cuda_runs_chunked), its backward writing dpre16 itself.
+Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training, bool mlp16, bool delta_chunks,
+               std::size_t rows = 0) {
     Plan p{};
     p.mlp16 = mlp16;
     p.proj16 = mlp16 && (c.mixer == Mixer::deltanet || c.mixer == Mixer::deltaproduct);
@@ -160,7 +164,8 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
         if (!lstm) p.dO = take(N * d);
         p.dh_next = take(B * d), p.dc_next = take(B * d);
         if (mlp16) p.dx16 = take((N * d + 1) / 2);
-        if (p.proj16) p.dpre16 = take((N * p.ld16 + 1) / 2);
+        p.dpre16_in_s1 = p.proj16 && delta_chunks;
+        if (p.proj16) p.dpre16 = p.dpre16_in_s1 ? p.s1 : take((N * p.ld16 + 1) / 2);
     }
     // The fixed-order sums' scratch: the loss and the gradient norm use its start (one after the
     // other, and not while the backward's sums are pending); each sum of the backward has a region.
@@ -639,6 +644,8 @@ void backward_pass(CudaSession& session, const Plan& p) {
             // --matmul bf16: [dq | dk | dv | dz] in bf16 for the projections' products, written so by the
             // chunked backward, converted after the others
             bf16* dpre16 = p.proj16 ? as16(ws + p.dpre16) : nullptr;
+            if (p.proj16 && p.dpre16_in_s1 != through_norm)
+                throw std::logic_error("backward_pass: the plan put dpre16 where this backward does not write it");
             if (p.proj16) {
                 blas.input_grad(dx16, d, W16 + sl.wo, dOn, d, N, d, d, false);
                 wo_done = side.weight_grad(as16(ws + a.on), d, dx16, d, G + sl.wo, N, d, d);
@@ -920,7 +927,7 @@ Plan prepare(CudaSession& session, const Batch& batch, bool training, const Adam
     check_batch_shape(batch);
     CudaSessionState& s = on_device(session);
     const Plan p = make_plan(session.config, batch.batch, batch.length, training, s.params16 != nullptr,
-                             training ? packed_rows(session, batch) : 0);
+                             cuda_runs_chunked(session), training ? packed_rows(session, batch) : 0);
     reserve(s, p);
     // the slot's last upload has read its host buffer (always, unless a call failed after enqueueing
     // it: the steps' and calls' own waits cover the rest)
@@ -989,7 +996,7 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
     if (options.matmul == MatmulPrecision::bf16 &&
         (config.d_model % 4 || config.d_model > 512 || config.mlp_width() % 4))
         throw InputError("--matmul", "bf16",
-                         "the bf16 MLP needs d_model and the MLP width multiples of 4, and d_model at most 512 (got " +
+                         "bf16 products need d_model and the MLP width multiples of 4, and d_model at most 512 (got " +
                              std::to_string(config.d_model) + " and " + std::to_string(config.mlp_width()) + ")");
     CudaSession session{config, parameter_layout(config), options, nullptr};
     session.state.reset(new CudaSessionState);

@@ -447,12 +447,12 @@ __global__ void to_bf16_kernel(const float* __restrict__ x, bf16* __restrict__ y
          i += std::size_t(gridDim.x) * blockDim.x)
         y[i] = __float2bfloat16_rn(x[i]);
 }
-// The same for rows, a thread per element (cols not a multiple of anything).
+// The same for rows, a warp per row (cols not a multiple of anything).
 __global__ void to_bf16_rows_kernel(const float* __restrict__ x, std::size_t ldx, bf16* __restrict__ y,
                                     std::size_t ldy, std::size_t rows, std::size_t cols) {
-    for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * cols;
-         i += std::size_t(gridDim.x) * blockDim.x)
-        y[i / cols * ldy + i % cols] = __float2bfloat16_rn(x[i / cols * ldx + i % cols]);
+    const std::size_t warps = std::size_t(gridDim.x) * blockDim.x / 32, lane = threadIdx.x % 32;
+    for (std::size_t n = (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; n < rows; n += warps)
+        for (std::size_t c = lane; c < cols; c += 32) y[n * ldy + c] = __float2bfloat16_rn(x[n * ldx + c]);
 }
 
 // The rows of the cross-entropy, G threads a row (G = 1 or 32), grid-stride: loss and correct
@@ -1042,7 +1042,7 @@ void to_bf16(const float* x, bf16* y, std::size_t count, cudaStream_t stream) {
 }
 void to_bf16(const float* x, std::size_t ldx, bf16* y, std::size_t ldy, std::size_t rows, std::size_t cols,
              cudaStream_t stream) {
-    to_bf16_rows_kernel<<<std::min<unsigned>(persistent_blocks(), std::max(1u, blocks_for(rows * cols))), threads, 0,
+    to_bf16_rows_kernel<<<std::min<unsigned>(persistent_blocks(), std::max(1u, blocks_for(rows * 32))), threads, 0,
                           stream>>>(x, ldx, y, ldy, rows, cols);
     launched("to_bf16");
 }
