@@ -252,16 +252,16 @@ int main(int argc, char** argv) {
             shapes.push_back({"deltaproduct:2", "deltaproduct:2", 2, T, 2, 2});
             shapes.push_back({"modarith (3 layers)", "deltanet", 3, T, 8, 5});
         }
-        for (std::size_t T : {40, 256}) shapes.push_back({"deltanet, bf16 MLP", "deltanet", 2, T, 2, 2, MatmulPrecision::bf16});
+        for (std::size_t T : {40, 256}) shapes.push_back({"deltanet, bf16 products", "deltanet", 2, T, 2, 2, MatmulPrecision::bf16});
         shapes.push_back({"deltanet, fp32 products", "deltanet", 2, 40, 2, 2, MatmulPrecision::fp32});
         shapes.push_back({"deltanet, no graph", "deltanet", 2, 40, 2, 2, MatmulPrecision::tf32, false});
         shapes.push_back({"lstm", "lstm", 2, 40, 2, 2});
         // training's batches: lengths 3..40 padded to 40 (the recurrences stop at each word's end)
         for (const char* model : {"deltanet", "mamba", "deltaproduct:2"})
             shapes.push_back({std::string(model) + ", words 3-40", model, 2, 40, 2, 2, MatmulPrecision::tf32, true, 3});
-        // deltanet packs such words (cuda_packs_words): the same batches on the padded rows, and with the bf16 MLP
+        // deltanet packs such words (cuda_packs_words): the same batches on the padded rows, and with bf16 products
         shapes.push_back({"deltanet, 3-40, padded", "deltanet", 2, 40, 2, 2, MatmulPrecision::tf32, true, 3, false});
-        shapes.push_back({"deltanet, 3-40, bf16 MLP", "deltanet", 2, 40, 2, 2, MatmulPrecision::bf16, true, 3});
+        shapes.push_back({"deltanet, 3-40, bf16", "deltanet", 2, 40, 2, 2, MatmulPrecision::bf16, true, 3});
         // ms/step: the median of single steps, each waited for; pipelined: steps back to back, as training
         // runs them (the next begun while one runs). session MiB: what the session allocated (exact);
         // device MiB: the growth of the GPU's memory in use (cudaMemGetInfo: cuBLAS's and the graphs'
