@@ -38,7 +38,7 @@ if want sanitizer; then
   tail -3 "$out/sanitizer.log" | tee -a "$out/run.log"
   # the recurrences share shared-memory tiles within a warp: racecheck them (head dims 8 and 16)
   note "compute-sanitizer racecheck"
-  timeout 180 compute-sanitizer --tool racecheck --error-exitcode 9 \
+  timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 \
     "$bin/test_gpu" --gtest_filter='CudaBackend.ComparisonCatches*:CudaBackend.Fp32MatchesCpuReferenceInChunks:CudaBackend.Fp32*PackedWords' >"$out/racecheck.log" 2>&1
   echo "racecheck exit $?" | tee -a "$out/run.log"
   tail -2 "$out/racecheck.log" | tee -a "$out/run.log"

@@ -359,10 +359,11 @@ struct Packed {
     bool chunked;
     ChunkShape shape;
     bool exact = false;  // lengths 40, 0, 1, 17, 40, 16, 32, 33, 38, 39, 0, 0: 256 rows
+    std::size_t heads = 2;  // of d_model 64: head_dim 32, or with more heads a warp of 32 / head_dim groups
 };
-// k's model at d_model 64, 2 heads (head_dim 32, where words pack).
+// k's model at d_model 64.
 ModelConfig packed_config(const Packed& k) {
-    ModelConfig c = config_for(k.model, k.shape.eig, 64, 2);
+    ModelConfig c = config_for(k.model, k.shape.eig, 64, k.heads);
     c.conv_kernel = k.shape.K;
     return c;
 }
@@ -388,7 +389,8 @@ Batch packed_batch(const Packed& k, const ModelConfig& c, std::uint64_t seed) {
 // workspace poisoned: a row read before it is written, or a word's rows taken for another's, shows.
 // The chunked delta rule on words of partial chunks, of many chunks, empty words, and lengths summing
 // to exactly 256 rows (no rows after the words); the step-by-step kernels (deltanet with chunks off,
-// deltaproduct:2, mamba), all at head_dim 32, where packing applies.
+// deltaproduct:2, mamba) at head_dim 32, and at 16 and 8, where a warp's two or four groups are heads
+// of one word (recurrences_pack).
 TEST(CudaBackend, Fp32MatchesCpuReferenceWithPackedWords) {
     SKIP_WITHOUT_GPU();
     const Packed cases[] = {{"deltanet", true, {EigRange::unit, 4, 24, 64}},
@@ -401,7 +403,12 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceWithPackedWords) {
                             {"deltaproduct:2", true, {EigRange::unit, 8, 8, 90}},
                             {"mamba", true, {EigRange::signed_unit, 4, 24, 40}},
                             {"mamba", true, {EigRange::unit, 4, 12, 40}, true},
-                            {"mamba", true, {EigRange::signed_unit, 8, 8, 91}}};
+                            {"mamba", true, {EigRange::signed_unit, 8, 8, 91}},
+                            {"deltanet", true, {EigRange::signed_unit, 4, 24, 40}, false, 4},
+                            {"deltanet", true, {EigRange::unit, 4, 12, 40}, true, 8},
+                            {"deltaproduct:2", true, {EigRange::signed_unit, 4, 16, 33}, false, 4},
+                            {"mamba", true, {EigRange::unit, 4, 24, 40}, false, 4},
+                            {"mamba", true, {EigRange::signed_unit, 4, 12, 40}, true, 8}};
     for (std::size_t i = 0; i < std::size(cases); ++i) {
         const Packed& k = cases[i];
         const ChunkShape& e = k.shape;
@@ -409,13 +416,13 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceWithPackedWords) {
         const Batch batch = packed_batch(k, c, 1300 + i);
         SCOPED_TRACE(std::string(k.model) + (k.chunked ? "" : " step by step") + " eig " + to_string(e.eig) + " conv " +
                      std::to_string(e.K) + " B " + std::to_string(e.B) + " T " + std::to_string(e.T) +
-                     (k.exact ? " (256 rows exactly)" : ""));
+                     (k.exact ? " (256 rows exactly)" : "") + " head_dim " + std::to_string(c.head_dim()));
         EXPECT_TRUE(cuda_packs_words(make_cuda_session(c), batch));
         const Comparison r = compare(c, c, MatmulPrecision::fp32, 1300 + i, e.B, e.T, k.chunked, &batch);
         const Comparison padded = compare(c, c, MatmulPrecision::fp32, 1300 + i, e.B, e.T, k.chunked, &batch, false);
-        std::printf("packed: %s%s eig %s conv %zu B %zu T %zu: all gradients %.2e (padded rows %.2e), worst %s %.2e "
+        std::printf("packed: %s%s eig %s conv %zu B %zu T %zu head_dim %zu: all gradients %.2e (padded rows %.2e), worst %s %.2e "
                     "(padded rows %s %.2e, CPU fp32 %.2e)\n",
-                    k.model, k.chunked ? "" : " (steps)", to_string(e.eig), e.K, e.B, e.T, r.all_gradients,
+                    k.model, k.chunked ? "" : " (steps)", to_string(e.eig), e.K, e.B, e.T, c.head_dim(), r.all_gradients,
                     padded.all_gradients, r.worst_tensor.c_str(), r.worst_gradient, padded.worst_tensor.c_str(),
                     padded.worst_gradient, r.cpu32_worst_gradient);
         // The loss within 1e-5; each gradient within the fp32 bound, or (instances of many words whose
@@ -428,10 +435,12 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceWithPackedWords) {
             EXPECT_LT(r.per_tensor[t].second, std::max(r.bound(1e-5), 1.5 * padded.per_tensor[t].second))
                 << r.per_tensor[t].first << ": padded rows " << padded.per_tensor[t].second;
     }
-    // neither the LSTM nor other head sizes pack
+    // neither the LSTM nor head sizes whose warps would hold two words' groups pack
     const Batch short_words = random_batch(24, 40, 3, 3, 1);
     EXPECT_FALSE(cuda_packs_words(make_cuda_session(config_for("lstm", EigRange::unit, 64, 1)), short_words));
-    EXPECT_FALSE(cuda_packs_words(make_cuda_session(config_for("deltanet", EigRange::unit, 32, 2)), short_words));
+    EXPECT_FALSE(cuda_packs_words(make_cuda_session(config_for("deltanet", EigRange::unit, 16, 1)), short_words));
+    EXPECT_FALSE(cuda_packs_words(make_cuda_session(config_for("mamba", EigRange::unit, 16, 2)), short_words));
+    EXPECT_TRUE(cuda_packs_words(make_cuda_session(config_for("deltanet", EigRange::unit, 32, 2)), short_words));
     EXPECT_TRUE(cuda_packs_words(make_cuda_session(config_for("deltanet", EigRange::unit, 64, 2)), short_words));
 }
 

@@ -72,7 +72,7 @@ struct Plan {
     std::size_t dO;  // the mixers' output gradient: not in s2, which the MLP's wgate gradient may still read
     std::size_t dx16;  // bf16 copy of dx (mlp16 only): the operand of the MLP's products, and of wo's (proj16)
     // Packed (Batch): the words one after the other in N >= the sum of their lengths rows, no padding
-    // between them (training steps at head_dim 32: cuda_packs_words); otherwise word b at rows b T ..
+    // between them (training steps where recurrences_pack: cuda_packs_words); otherwise word b at rows b T ..
     // and N = B T.
     bool packed;
     std::size_t partials;         // the fixed-order sums' scratch (kernels.cuh): see make_plan
@@ -908,12 +908,13 @@ void copy_to_host(const CudaSession& session, std::span<float> dst, const float*
 
 // The rows a training step on `batch` runs on where it packs its words (cuda_packs_words), 0 where
 // it does not: the sum of their lengths, rounded up to a multiple of 256 so that batches of random
-// lengths share a few captured graphs, where that is fewer than B T. Head_dim 32: one word a warp
-// in the step-by-step kernels (first_row, recurrences.cu), and the chunked kernels' only size; the
-// LSTM steps all words at once, a time step at a time.
+// lengths share a few captured graphs, where that is fewer than B T. Where a warp of the
+// step-by-step kernels holds one word's heads (recurrences_pack: head_dim 32, the chunked kernels'
+// only size, or a smaller one whose groups a warp divides the heads); the LSTM steps all words at
+// once, a time step at a time.
 std::size_t packed_rows(const CudaSession& session, const Batch& batch) {
     const ModelConfig& c = session.config;
-    if (!session.options.packed || c.mixer == Mixer::lstm || c.head_dim() != 32) return 0;
+    if (!session.options.packed || c.mixer == Mixer::lstm || !recurrences_pack(c.head_dim(), c.heads)) return 0;
     std::size_t rows = 0;
     for (std::size_t b = 0; b < batch.batch; ++b) rows += word_length(batch, b);
     rows = (rows + 255) / 256 * 256;

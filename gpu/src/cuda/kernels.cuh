@@ -155,6 +155,12 @@ void lstm_cell_backward(const float* z, const float* c, const float* dH, const f
                         float* dz, std::size_t B, std::size_t T, std::size_t t, std::size_t d, cudaStream_t stream);
 
 // ---- recurrences (recurrences.cu); dh must be one of cuda_head_dims ----
+// Whether the step-by-step recurrences can run on packed words (Batch): a warp holds 32 / dh
+// consecutive (word, head) groups, so where 32 / dh divides H they are heads of one word and the
+// warp stops at that word's end, not in the next word's rows (head_dim 32: a group a warp; 16 with
+// an even number of heads; 8 with H a multiple of 4; 4 of 8). The chunked kernels take a word a warp.
+inline bool recurrences_pack(std::size_t dh, std::size_t H) { return dh && 32 % dh == 0 && H % (32 / dh) == 0; }
+
 struct DeltaShape {
     std::size_t B, T, H, dh, F;  // d = H * dh
     std::size_t K;               // taps of the short conv before the recurrence
@@ -169,7 +175,7 @@ struct DeltaShape {
     // word's end zero_past_lengths then writes 0 (Batch).
     const std::int32_t* lengths = nullptr;
     // [B] the row of each word's first token where the words are packed, one after the other with no
-    // padding (training steps at head_dim 32, Batch): lengths is then given too, and the kernels stop
+    // padding (training steps where recurrences_pack, Batch): lengths is then given too, and the kernels stop
     // at each word's end (the step-by-step ones run a warp to its longest word: at head_dim 32 a warp
     // holds one word). Null: word b at rows b T .. b T + T - 1.
     const std::int32_t* offsets = nullptr;
@@ -228,7 +234,7 @@ struct DiagonalShape {
     bool signed_range;
     std::size_t ld;  // the row stride of pre, zdt, dpre and dzdt, as DeltaShape's ([q | k | v | zdt]: 4 d)
     const std::int32_t* lengths = nullptr;  // as DeltaShape's
-    const std::int32_t* offsets = nullptr;  // as DeltaShape's (packed: head_dim 32 only)
+    const std::int32_t* offsets = nullptr;  // as DeltaShape's (packed: where recurrences_pack)
 };
 #ifdef __CUDACC__
 // The steps the recurrences take for word b (Batch: they stop at its end).
@@ -238,7 +244,8 @@ __device__ inline std::size_t word_steps(const Shape& s, std::size_t b) {
 }
 // Word b's first row: b T, or where the words are packed (offsets, Batch) its offset; the rows
 // past its end are then the next word's, so the kernels must stop there (the step-by-step ones run a
-// warp to its longest word: packed batches come only at head_dim 32, where a warp is one word).
+// warp to its longest word: packed batches come only where a warp's groups are one word's heads,
+// recurrences_pack).
 template <class Shape>
 __device__ inline std::size_t first_row(const Shape& s, std::size_t b) {
     return s.offsets ? std::size_t(__ldg(s.offsets + b)) : b * s.T;

@@ -685,15 +685,16 @@ std::size_t recurrence_shared_bytes(std::size_t slots, std::size_t K, std::size_
 std::size_t delta_shared_bytes(std::size_t F, std::size_t K) { return recurrence_shared_bytes(delta_slots(F), K, 1); }
 std::size_t diagonal_shared_bytes(std::size_t K) { return recurrence_shared_bytes(diagonal_slots, K, state_every); }
 
-// Packed words (offsets) only where a warp holds one word: head_dim 32 (first_row).
-void check_packing(const std::int32_t* offsets, std::size_t dh, const char* kernel) {
-    if (offsets && dh != 32) throw std::logic_error(std::string(kernel) + ": packed words need head_dim 32");
+// Packed words (offsets) only where a warp's groups are one word's (recurrences_pack, first_row).
+void check_packing(const std::int32_t* offsets, std::size_t dh, std::size_t H, const char* kernel) {
+    if (offsets && !recurrences_pack(dh, H))
+        throw std::logic_error(std::string(kernel) + ": packed words need a warp's groups to be one word's heads");
 }
 
 void delta_forward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
                    float* final, cudaStream_t stream) {
     if (delta_forward_in_chunks(s, pre, conv, zbeta, o, u, final, stream)) return;
-    check_packing(s.offsets, s.dh, "delta_forward");
+    check_packing(s.offsets, s.dh, s.H, "delta_forward");
     const std::size_t slots = delta_slots(s.F);
     const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.ld, s.K, slots, false};
     launch_groups("delta_forward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
@@ -709,7 +710,7 @@ std::size_t delta_backward_partials(const DeltaShape& s) { return s.B * s.H * s.
 void delta_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
                     const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta,
                     const Partials& partials, cudaStream_t stream) {
-    check_packing(s.offsets, s.dh, "delta_backward");
+    check_packing(s.offsets, s.dh, s.H, "delta_backward");
     const std::size_t slots = delta_slots(s.F);
     const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.ld, s.K, slots, true};
     launch_groups("delta_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
@@ -725,7 +726,7 @@ void delta_backward(const DeltaShape& s, const float* pre, const float* conv, co
 std::size_t diagonal_saved_floats(const DiagonalShape& s) { return s.B * (s.T / state_every) * s.H * s.dh * s.dh; }
 void diagonal_forward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt, const float* bias,
                       const float* decay_log, float* o, float* saved, cudaStream_t stream) {
-    check_packing(s.offsets, s.dh, "diagonal_forward");
+    check_packing(s.offsets, s.dh, s.H, "diagonal_forward");
     const ConvLaunch cl{pre, conv, diagonal_slots * s.H * s.dh, s.ld, s.K, diagonal_slots, false, state_every};
     launch_groups("diagonal_forward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
                   [&](auto dh, auto kt) {
@@ -740,7 +741,7 @@ std::size_t diagonal_backward_partials(const DiagonalShape& s) {
 void diagonal_backward(const DiagonalShape& s, const float* pre, const float* conv, const float* zdt, const float* bias,
                        const float* decay_log, const float* saved, const float* dO, float* dpre, float* dconv,
                        float* dzdt, float* dbias, float* ddecay_log, const Partials& partials, cudaStream_t stream) {
-    check_packing(s.offsets, s.dh, "diagonal_backward");
+    check_packing(s.offsets, s.dh, s.H, "diagonal_backward");
     const ConvLaunch cl{pre, conv, diagonal_slots * s.H * s.dh, s.ld, s.K, diagonal_slots, true, state_every};
     launch_groups("diagonal_backward", s.dh, s.K, s.B * s.H, cl.bytes(), stream,
                   [](auto dh, auto kt) { return diagonal_backward_kernel<decltype(dh)::value, decltype(kt)::value>; }, s,
