@@ -590,18 +590,20 @@ TEST(CudaBackend, Bf16MatchesCpuReferenceWithPackedWords) {
         const Batch batch = packed_batch(k, c, 1400 + i);
         SCOPED_TRACE(std::string(k.model) + (k.chunked ? "" : " step by step") + " B " + std::to_string(e.B) + " T " +
                      std::to_string(e.T) + (k.exact ? " (256 rows exactly)" : ""));
+        bool chunks = false;
         {
             CudaOptions options{MatmulPrecision::bf16, true, false};
             options.chunked = k.chunked;
             const CudaSession session = make_cuda_session(c, options);
             EXPECT_TRUE(cuda_packs_words(session, batch));
             // deltanet's chunked cases must run the chunked kernels (an H100 or H200 does)
-            ASSERT_EQ(cuda_runs_chunked(session), k.chunked && k.model == std::string("deltanet"));
+            chunks = cuda_runs_chunked(session);
+            ASSERT_EQ(chunks, k.chunked && k.model == std::string("deltanet"));
         }
         const Comparison r = compare(c, c, MatmulPrecision::bf16, 1400 + i, e.B, e.T, k.chunked, &batch);
         const Comparison padded = compare(c, c, MatmulPrecision::bf16, 1400 + i, e.B, e.T, k.chunked, &batch, false);
         double worst_steps = 0;  // the chunked step against the step-by-step one, the worst tensor
-        if (cuda_runs_chunked(make_cuda_session(c, {MatmulPrecision::bf16, true, false}))) {
+        if (chunks) {
             const Comparison steps = compare(c, c, MatmulPrecision::bf16, 1400 + i, e.B, e.T, false, &batch);
             for (const auto& t : parameter_layout(c).tensors) {
                 const double diff = relative_error(r.gradients, steps.gradients, t.offset, t.offset + t.size());
@@ -620,11 +622,11 @@ TEST(CudaBackend, Bf16MatchesCpuReferenceWithPackedWords) {
     }
 }
 
-// --matmul bf16 keeps a bf16 copy of the weights for the MLP and the projections: after training steps (graph replays,
-// and the separate AdamW call) it must hold the new weights, i.e. the session computes what a new
-// session given the downloaded fp32 weights computes, to the bit (the forward has no atomics). A
-// stale copy would leave the MLP on the old weights; the last check shows that the weights moved,
-// so the equality is not vacuous.
+// --matmul bf16 keeps a bf16 copy of the weights for the MLP and the projections: after training
+// steps (graph replays, and the separate AdamW call) it must hold the new weights, i.e. the session
+// computes what a new session given the downloaded fp32 weights computes, to the bit (the forward has
+// no atomics). A stale copy would leave the MLP on the old weights; the last check shows that the
+// weights moved, so the equality is not vacuous.
 TEST(CudaBackend, Bf16WeightCopyFollowsEveryUpdate) {
     SKIP_WITHOUT_GPU();
     const auto c = config_for("deltanet", EigRange::signed_unit, 32, 2);

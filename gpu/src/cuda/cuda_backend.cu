@@ -58,13 +58,13 @@ struct Plan {
     // --matmul bf16 with a delta rule (deltanet, deltaproduct:N): its projections take bf16 operands
     // as the MLP's do, xn1 and on hold bf16 (in their float slots), the projections' gradient [dq | dk |
     // dv | dz] is in dpre16, rows ld16 apart (proj rounded up to 8: 16-byte rows for the tensor cores'
-    // loads), inside s1 where the chunked backward writes it (s1 is free then; the conversion after
-    // the step-by-step kernels reads s1). Not mamba's: its decays, exponentials of the gate logits, took the bf16 rounding of its
-    // projections' inputs to logits 2.2-2.7e-2 from the fp64 reference on two of four random
-    // instances, past the 2e-2 the issue sets (test Bf16MatchesCpuReferenceLoosely, H100, 2026-11-26).
+    // loads): s1 where the chunked backward writes it (s1 is free then), a region of its own where
+    // the step-by-step kernels' fp32 rows in s1 are converted into it. Not mamba's: its decays,
+    // exponentials of the gate logits, took the bf16 rounding of its projections' inputs to logits
+    // 2.2-2.7e-2 from the fp64 reference on two of four random instances, past the 2e-2 the issue
+    // sets (test Bf16MatchesCpuReferenceLoosely, H100, 2026-11-26).
     bool proj16;
     std::size_t ld16, dpre16;
-    bool dpre16_in_s1;
     std::vector<std::size_t> x;
     std::vector<LayerActs> layers;
     std::size_t xnf, rf, logits, dlogits;
@@ -164,8 +164,7 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
         if (!lstm) p.dO = take(N * d);
         p.dh_next = take(B * d), p.dc_next = take(B * d);
         if (mlp16) p.dx16 = take((N * d + 1) / 2);
-        p.dpre16_in_s1 = p.proj16 && delta_chunks;
-        if (p.proj16) p.dpre16 = p.dpre16_in_s1 ? p.s1 : take((N * p.ld16 + 1) / 2);
+        if (p.proj16) p.dpre16 = delta_chunks ? p.s1 : take((N * p.ld16 + 1) / 2);
     }
     // The fixed-order sums' scratch: the loss and the gradient norm use its start (one after the
     // other, and not while the backward's sums are pending); each sum of the backward has a region.
@@ -644,7 +643,7 @@ void backward_pass(CudaSession& session, const Plan& p) {
             // --matmul bf16: [dq | dk | dv | dz] in bf16 for the projections' products, written so by the
             // chunked backward, converted after the others
             bf16* dpre16 = p.proj16 ? as16(ws + p.dpre16) : nullptr;
-            if (p.proj16 && p.dpre16_in_s1 != through_norm)
+            if (p.proj16 && (p.dpre16 == p.s1) != through_norm)
                 throw std::logic_error("backward_pass: the plan put dpre16 where this backward does not write it");
             if (p.proj16) {
                 blas.input_grad(dx16, d, W16 + sl.wo, dOn, d, N, d, d, false);
@@ -666,27 +665,22 @@ void backward_pass(CudaSession& session, const Plan& p) {
             } else {
                 rmsnorm_backward(ws + a.o, W + sl.onorm, ws + a.ro, dOn, dO, G + sl.onorm, N, d, p.dh, false, onorm, st);
             }
-            // [dq | dk | dv | dz] past each word's end, where the step kernels stopped (Batch); the chunked
-            // kernels run to T and write the padding's gradients, exact zeros (its output gradient is 0).
-            // Packed, every kernel writes its words' rows, and the rows after the last word are zeroed.
-            auto zero_past_words = [&] {
-                if (p.packed && through_norm && p.proj16)
-                    zero_past_packed_words(dpre16, p.ld16, p.proj, N, p.B, offsets, lengths, st);
-                else if (p.packed) zero_past_packed_words(dpre, p.proj, p.proj, N, p.B, offsets, lengths, st);
-                else if (c.mixer == Mixer::mamba || !through_norm) zero_past_lengths(dpre, p.proj, p.proj, p.B, p.T, lengths, st);
-                if (p.proj16 && !through_norm) to_bf16(dpre, p.proj, dpre16, p.ld16, N, p.proj, st);
-            };
             if (c.mixer == Mixer::mamba) {
                 diagonal_backward(diagonal_shape(p, c, lengths, offsets), ws + a.pre, W + sl.conv_q, zg, W + sl.bdt,
                                   W + sl.decay_log, ws + a.saved, dO, dpre, G + sl.conv_q, dz, G + sl.bdt, G + sl.decay_log,
                                   region(diagonal_backward_partials(diagonal_shape(p, c))), st);
-                zero_past_words();
-            } else {
-                if (!through_norm)
-                    delta_backward(shape, ws + a.pre, W + sl.conv_q, zg, ws + a.saved, ws + a.final, dO, dpre,
-                                   G + sl.conv_q, dz, region(delta_backward_partials(shape)), st);
-                zero_past_words();
+            } else if (!through_norm) {
+                delta_backward(shape, ws + a.pre, W + sl.conv_q, zg, ws + a.saved, ws + a.final, dO, dpre, G + sl.conv_q,
+                               dz, region(delta_backward_partials(shape)), st);
             }
+            // [dq | dk | dv | dz] past each word's end, where the step kernels stopped (Batch); the chunked
+            // kernels run to T and write the padding's gradients, exact zeros (its output gradient is 0).
+            // Packed, every kernel writes its words' rows, and the rows after the last word are zeroed.
+            if (p.packed && through_norm && p.proj16)
+                zero_past_packed_words(dpre16, p.ld16, p.proj, N, p.B, offsets, lengths, st);
+            else if (p.packed) zero_past_packed_words(dpre, p.proj, p.proj, N, p.B, offsets, lengths, st);
+            else if (c.mixer == Mixer::mamba || !through_norm) zero_past_lengths(dpre, p.proj, p.proj, p.B, p.T, lengths, st);
+            if (p.proj16 && !through_norm) to_bf16(dpre, p.proj, dpre16, p.ld16, N, p.proj, st);
             // one product each for the four projections (wq .. the gate adjacent, as in the forward)
             if (p.proj16) {
                 blas.input_grad(dpre16, p.ld16, W16 + sl.wq, dxn, d, N, d, p.proj, false);

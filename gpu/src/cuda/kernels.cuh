@@ -158,7 +158,8 @@ void lstm_cell_backward(const float* z, const float* c, const float* dH, const f
 // Whether the step-by-step recurrences can run on packed words (Batch): a warp holds 32 / dh
 // consecutive (word, head) groups, so where 32 / dh divides H they are heads of one word and the
 // warp stops at that word's end, not in the next word's rows (head_dim 32: a group a warp; 16 with
-// an even number of heads; 8 with H a multiple of 4; 4 of 8). The chunked kernels take a word a warp.
+// an even number of heads; 8 with H a multiple of 4; 4 with H a multiple of 8). The chunked kernels
+// take a word a warp.
 inline bool recurrences_pack(std::size_t dh, std::size_t H) { return dh && 32 % dh == 0 && H % (32 / dh) == 0; }
 
 struct DeltaShape {
@@ -176,8 +177,8 @@ struct DeltaShape {
     const std::int32_t* lengths = nullptr;
     // [B] the row of each word's first token where the words are packed, one after the other with no
     // padding (training steps where recurrences_pack, Batch): lengths is then given too, and the kernels stop
-    // at each word's end (the step-by-step ones run a warp to its longest word: at head_dim 32 a warp
-    // holds one word). Null: word b at rows b T .. b T + T - 1.
+    // at each word's end (the step-by-step ones run a warp to its longest word, there the heads of
+    // one word). Null: word b at rows b T .. b T + T - 1.
     const std::int32_t* offsets = nullptr;
 };
 // The delta rules with their inputs' short causal conv + SiLU fused in. pre: [N][ld], its first d +
