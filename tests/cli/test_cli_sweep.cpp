@@ -2,8 +2,6 @@
 // (flag and Slurm variables), failures, the summary table, bad specs.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "run_statetrack.hpp"
+#include "scratch_dir.hpp"
 
 namespace {
 
@@ -22,19 +21,11 @@ using json = nlohmann::json;
 using Result = statetrack::testing::CliOutcome;
 const auto slurp = statetrack::testing::read_text;
 
-// This process's scratch folder, removed when the process ends (ctest runs each test in a process
-// of its own, so a folder per test that was left behind piled up in /tmp).
-struct Scratch {
-    fs::path dir = fs::temp_directory_path() / ("statetrack_cli_sweep_" + std::to_string(::getpid()));
-    ~Scratch() {
-        std::error_code ignored;
-        fs::remove_all(dir, ignored);
-    }
-};
+// This process's scratch folder, removed when the process ends (fresh_scratch_dir).
 fs::path scratch() {
-    static const Scratch folder;
-    fs::create_directories(folder.dir);
-    return folder.dir;
+    static const fs::path dir = statetrack::testing::fresh_scratch_dir("cli_sweep");
+    fs::create_directories(dir);
+    return dir;
 }
 
 Result run(const std::string& args, const std::string& env = "") {
