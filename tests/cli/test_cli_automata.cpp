@@ -2,7 +2,6 @@
 // inputs of DESIGN.md: one line on stderr naming the file and the place, exit code 2, nothing written.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -10,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "run_statetrack.hpp"
+#include "scratch_dir.hpp"
 
 namespace {
 
@@ -25,10 +25,7 @@ protected:
 
     void SetUp() override {
         const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-        dir = fs::temp_directory_path() / (std::string("statetrack_cli_automata_") + info->name() + "_" +
-                                           std::to_string(::getpid()));
-        fs::remove_all(dir);
-        fs::create_directories(dir);
+        dir = statetrack::testing::fresh_scratch_dir(std::string("cli_automata_") + info->name(), true);
     }
     void TearDown() override { fs::remove_all(dir); }
 

@@ -2,13 +2,13 @@
 // -o (statetrack.cascade/1), the banned method and the fallback, and bad inputs (exit 2, nothing written).
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "run_statetrack.hpp"
+#include "scratch_dir.hpp"
 
 namespace {
 
@@ -22,10 +22,7 @@ protected:
 
     void SetUp() override {
         const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-        dir = fs::temp_directory_path() /
-              (std::string("statetrack_cli_decompose_") + info->name() + "_" + std::to_string(::getpid()));
-        fs::remove_all(dir);
-        fs::create_directories(dir);
+        dir = statetrack::testing::fresh_scratch_dir(std::string("cli_decompose_") + info->name(), true);
     }
     void TearDown() override { fs::remove_all(dir); }
 

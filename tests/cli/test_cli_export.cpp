@@ -1,7 +1,6 @@
 // End-to-end: `statetrack eval CHECKPOINT --export-word ... -o MODEL.json` on a tiny trained model:
 // the file is a valid statetrack.lrnn/1 model that `statetrack run` replays; bad input exits 2.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -9,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "run_statetrack.hpp"
+#include "scratch_dir.hpp"
 #include "statetrack/lrnn/format.hpp"
 
 namespace {
@@ -20,9 +20,7 @@ class CliExport : public ::testing::Test {
 protected:
     fs::path dir;
     void SetUp() override {
-        dir = fs::temp_directory_path() / ("statetrack_cli_export_" + std::to_string(::getpid()));
-        fs::remove_all(dir);
-        fs::create_directories(dir);
+        dir = statetrack::testing::fresh_scratch_dir("cli_export", true);
     }
     void TearDown() override { fs::remove_all(dir); }
     // A few steps of a real training run: the export reads whatever weights the checkpoint holds.

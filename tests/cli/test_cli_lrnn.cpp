@@ -3,13 +3,13 @@
 // bad input (exit 2, one line on stderr naming the place, nothing written).
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "run_statetrack.hpp"
+#include "scratch_dir.hpp"
 #include "statetrack/automata/dfa.hpp"
 #include "statetrack/automata/formats.hpp"
 #include "statetrack/automata/zoo.hpp"
@@ -31,9 +31,7 @@ protected:
 
     void SetUp() override {
         const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-        dir = fs::temp_directory_path() / (std::string("statetrack_cli_lrnn_") + info->name() + "_" + std::to_string(::getpid()));
-        fs::remove_all(dir);
-        fs::create_directories(dir);
+        dir = statetrack::testing::fresh_scratch_dir(std::string("cli_lrnn_") + info->name(), true);
     }
     void TearDown() override { fs::remove_all(dir); }
 

@@ -2,7 +2,6 @@
 // counterexamples and bad input. The full `report` (every prove command in full; theorem4 on every
 // 49th MLRegTest file) runs here once.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -10,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "run_statetrack.hpp"
+#include "scratch_dir.hpp"
 
 namespace {
 
@@ -22,11 +22,8 @@ protected:
     fs::path tmp;
 
     void SetUp() override {
-        tmp = fs::temp_directory_path() /
-              ("statetrack_cli_proofs_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
-               std::to_string(::getpid()));
-        fs::remove_all(tmp);
-        fs::create_directories(tmp);
+        tmp = statetrack::testing::fresh_scratch_dir(
+            "cli_proofs_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()), true);
     }
     void TearDown() override { fs::remove_all(tmp); }
 

@@ -2,13 +2,13 @@
 // output folder is bad input before any verification (exit 2, one line, nothing written).
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "run_statetrack.hpp"
+#include "scratch_dir.hpp"
 
 namespace {
 
@@ -21,9 +21,7 @@ class CliVerifyOutput : public ::testing::Test {
 protected:
     fs::path dir;
     void SetUp() override {
-        dir = fs::temp_directory_path() / ("statetrack_cli_verify_output_" + std::to_string(::getpid()));
-        fs::remove_all(dir);
-        fs::create_directories(dir);
+        dir = statetrack::testing::fresh_scratch_dir("cli_verify_output", true);
         ASSERT_EQ(run_statetrack("compile zoo:mod:3 -o " + quoted((dir / "model.json").string()), dir).code, 0);
     }
     void TearDown() override { fs::remove_all(dir); }

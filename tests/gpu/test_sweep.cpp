@@ -11,7 +11,6 @@
 #include <set>
 #include <thread>
 
-
 #include "statetrack/automata/error.hpp"
 #include "statetrack/automata/files.hpp"
 #include "statetrack/gpu/sweep.hpp"

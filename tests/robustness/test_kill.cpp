@@ -22,6 +22,7 @@
 #include "statetrack/automata/files.hpp"
 #include "statetrack/gpu/checkpoint.hpp"
 #include "../cli/run_statetrack.hpp"
+#include "../scratch_dir.hpp"
 
 namespace {
 
@@ -31,12 +32,7 @@ using namespace statetrack;
 
 using statetrack::testing::read_text;
 
-fs::path scratch(const std::string& name) {
-    const fs::path dir = fs::temp_directory_path() / ("statetrack-kill-" + name + "-" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    return dir;
-}
+fs::path scratch(const std::string& name) { return statetrack::testing::fresh_scratch_dir("kill_" + name, true); }
 
 // Starts the CLI with these arguments, stdout and stderr to /dev/null.
 pid_t spawn(const std::vector<std::string>& args) {
@@ -82,6 +78,11 @@ bool run_and_kill(const std::vector<std::string>& args, std::chrono::microsecond
     if (running) wait_for(pid);
     return running;
 }
+
+// The factor on a test's kill delays after a round: a kill that found the run already ended shrinks
+// the delays that follow, to 5% of the reference at least (a reference run timed while other tests
+// shared the cores can be several times a later run's length).
+double next_delay_scale(double scale, bool hit) { return hit ? scale : std::max(0.05, scale * 0.6); }
 
 // Files under dir that are neither in `names` nor a write_file_atomically temporary (".NAME.tmpXXXXXXXX",
 // which a kill may leave behind but which never carries a final name).
@@ -166,7 +167,7 @@ TEST(KillTrain, FilesStayCompleteAndResumeReachesTheSameWeights) {
         const auto delay = startup + std::chrono::microseconds(std::int64_t(double(work.count()) * scale * fraction));
         const bool hit = run_and_kill(a, delay);
         kills += hit;
-        if (!hit) scale = std::max(0.05, scale * 0.6);
+        scale = next_delay_scale(scale, hit);
         EXPECT_TRUE(unexpected_files(dir, outputs).empty());
         if (fs::exists(dir / "checkpoint.bin")) {
             // Complete (the checksum holds) and a version the uninterrupted run also passed through.
@@ -255,7 +256,7 @@ KillRounds kill_rounds(const std::vector<std::string>& command, const fs::path& 
         const auto delay = std::chrono::microseconds(std::int64_t(double(full.count()) * scale * fraction));
         const bool hit = run_and_kill(command, delay);
         r.kills += hit;
-        if (!hit) scale = std::max(0.05, scale * 0.6);
+        scale = next_delay_scale(scale, hit);
         const std::string now = read_text(out);
         EXPECT_TRUE(now == old_text || now == new_text) << "round " << round << ": " << now.size() << " bytes";
         r.saw_old += now == old_text, r.saw_new += now == new_text;
