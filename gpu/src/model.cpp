@@ -92,6 +92,19 @@ ModelConfig config_from_json(const nlohmann::json& json, const std::string& orig
     }
 }
 
+namespace {
+// The rows of [wq; wk; wv; gate]: q, F factors of k and v, and the gate (mamba's dt, or a beta per factor and head).
+std::size_t projection_block_rows(const ModelConfig& c) {
+    const std::size_t d = c.d_model, F = c.factors;
+    return (1 + 2 * F) * d + (c.mixer == Mixer::mamba ? d : F * c.heads);
+}
+}  // namespace
+
+std::size_t projection_rows(const ModelConfig& c) {
+    const std::size_t m = projection_rows_multiple;
+    return (projection_block_rows(c) + m - 1) / m * m;
+}
+
 ParameterLayout parameter_layout(const ModelConfig& c, GateSlot gate) {
     ParameterLayout layout;
     const std::size_t d = c.d_model, F = c.factors, H = c.heads, m = c.mlp_width(), K = c.conv_kernel;
@@ -118,7 +131,11 @@ ParameterLayout parameter_layout(const ModelConfig& c, GateSlot gate) {
                 if (c.mixer == Mixer::mamba) s.wdt = add(p + "wdt", d, d, true);
                 else s.wbeta = add(p + "wbeta", F * H, d, true);
             };
-            if (gate == GateSlot::after_values) add_gate();
+            if (gate == GateSlot::after_values) {
+                add_gate();
+                // rows of no tensor after the gate, up to a multiple of projection_rows_multiple
+                layout.total += (projection_rows(c) - projection_block_rows(c)) * d;
+            }
             s.conv_q = add(p + "conv_q", d, K, false);
             s.conv_k = add(p + "conv_k", F * d, K, false);
             s.conv_v = add(p + "conv_v", F * d, K, false);

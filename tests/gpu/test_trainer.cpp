@@ -156,28 +156,39 @@ TEST(Model, LayoutTilesTheBufferWithoutGaps) {
 
 
 // The CUDA backend's order: the gate projection right after wv, so that [wq; wk; wv; gate] is one
-// matrix; every other tensor where it was, and reorder_parameters a permutation both ways.
+// matrix, then rows of no tensor up to projection_rows (a multiple of 8); every other tensor in its
+// order, and reorder_parameters a permutation both ways that leaves the padding rows alone.
 TEST(Model, DeviceOrderPutsTheGateAfterTheValuesAndReordersBothWays) {
-    for (const char* mixer : {"deltaproduct:2", "mamba"}) {
+    // deltaproduct:2 at d 8 with 2 heads: 44 rows, padded to 48; deltanet at d 128 with 4 heads (the
+    // paper's): 388 -> 392; mamba: 32 rows, no padding
+    struct Case { const char* mixer; std::size_t d, heads, padded; };
+    for (const Case& k : {Case{"deltaproduct:2", 8, 2, 48}, Case{"deltanet", 128, 4, 392}, Case{"mamba", 8, 2, 32}}) {
+        const char* mixer = k.mixer;
         ModelConfig c;
         parse_model_name(mixer, c);
-        c.layers = 2, c.d_model = 8, c.heads = 2;
+        c.layers = 2, c.d_model = k.d, c.heads = k.heads;
         const auto canonical = parameter_layout(c), device = parameter_layout(c, GateSlot::after_values);
-        ASSERT_EQ(device.total, canonical.total) << mixer;
+        const std::size_t F = c.factors, d = c.d_model, gate_rows = c.mixer == Mixer::mamba ? d : F * c.heads;
+        const std::size_t rows = (1 + 2 * F) * d + gate_rows;
+        ASSERT_EQ(projection_rows(c), k.padded) << mixer;
+        ASSERT_EQ(device.total, canonical.total + c.layers * (k.padded - rows) * d) << mixer;
         ASSERT_EQ(device.tensors.size(), canonical.tensors.size()) << mixer;
         for (std::size_t l = 0; l < c.layers; ++l) {
             const LayerSlots &a = canonical.layers[l], &b = device.layers[l];
             const std::size_t gate = c.mixer == Mixer::mamba ? b.wdt : b.wbeta;
-            const std::size_t F = c.factors, d = c.d_model;
-            EXPECT_EQ(b.wq, a.wq) << mixer;
+            EXPECT_EQ(b.wq, a.wq + l * (k.padded - rows) * d) << mixer << ": after the layers below's padding";
             EXPECT_EQ(gate, b.wq + (1 + 2 * F) * d * d) << mixer << ": the gate follows wv";
-            EXPECT_EQ(b.conv_q, gate + (c.mixer == Mixer::mamba ? d : F * c.heads) * d) << mixer;
-            EXPECT_EQ(b.onorm, a.onorm) << mixer << ": the layer's other tensors stay";
-            EXPECT_NE(b.conv_q, a.conv_q) << mixer;
+            EXPECT_EQ(b.conv_q, b.wq + k.padded * d) << mixer << ": after the padding rows";
+            EXPECT_EQ(b.onorm, a.onorm + (l + 1) * (k.padded - rows) * d) << mixer << ": the layer's other tensors in order";
         }
-        std::vector<float> values(canonical.total), there(device.total), back(canonical.total, -1.0f);
+        std::vector<float> values(canonical.total), there(device.total, -7.0f), back(canonical.total, -1.0f);
         for (std::size_t i = 0; i < values.size(); ++i) values[i] = float(i);
         reorder_parameters(canonical, values, device, there);
+        for (std::size_t l = 0; l < c.layers; ++l) {  // the padding rows alone keep what was there
+            const std::size_t first = device.layers[l].wq + rows * d, end = device.layers[l].wq + k.padded * d;
+            for (std::size_t i = first; i < end; ++i) EXPECT_EQ(there[i], -7.0f) << mixer << " at " << i;
+        }
+        EXPECT_EQ(std::size_t(std::count(there.begin(), there.end(), -7.0f)), device.total - canonical.total) << mixer;
         for (const auto& t : device.tensors) {
             const auto same = std::find_if(canonical.tensors.begin(), canonical.tensors.end(),
                                            [&](const auto& u) { return u.name == t.name; });

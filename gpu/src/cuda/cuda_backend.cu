@@ -50,6 +50,10 @@ struct LayerActs {
 struct Plan {
     std::size_t B, T, N, d, H, dh, F, m, C, K, qkv, gw;
     std::size_t proj;  // qkv + gw: the mixer's projections and gate logits, one product's row
+    // The row stride of pre, dpre and dpre16: proj rounded up to projection_rows (the device's
+    // [wq; wk; wv; gate] has that many rows, zeros past proj: GateSlot::after_values), so that the
+    // forward product writes whole rows of 16-byte multiples (cuBLAS then takes its sm90 kernels).
+    std::size_t ldp;
     bool training;
     // A training step's final norm, head and loss in one kernel (head_step, where it fits): no xnf,
     // rf, logits or dlogits then.
@@ -57,14 +61,14 @@ struct Plan {
     bool mlp16;  // --matmul bf16: xn2, gu, hm and their gradients hold bf16 (in their float slots)
     // --matmul bf16 with a delta rule (deltanet, deltaproduct:N): its projections take bf16 operands
     // as the MLP's do, xn1 and on hold bf16 (in their float slots), the projections' gradient [dq | dk |
-    // dv | dz] is in dpre16, rows ld16 apart (proj rounded up to 8: 16-byte rows for the tensor cores'
-    // loads): s1 where the chunked backward writes it (s1 is free then), a region of its own where
+    // dv | dz] is in dpre16, rows ldp apart (the columns past proj zero: its input gradient's product
+    // sums over all ldp): s1 where the chunked backward writes it (s1 is free then), a region of its own where
     // the step-by-step kernels' fp32 rows in s1 are converted into it. Not mamba's: its decays,
     // exponentials of the gate logits, took the bf16 rounding of its projections' inputs to logits
     // 2.2-2.7e-2 from the fp64 reference on two of four random instances, past the 2e-2 the issue
     // sets (test Bf16MatchesCpuReferenceLoosely, H100, 2026-11-26).
     bool proj16;
-    std::size_t ld16, dpre16;
+    std::size_t dpre16;
     std::vector<std::size_t> x;
     std::vector<LayerActs> layers;
     std::size_t xnf, rf, logits, dlogits;
@@ -83,11 +87,11 @@ struct Plan {
 // lengths: the batch's word lengths in the workspace (null where only the sizes are asked).
 DeltaShape delta_shape(const Plan& p, const ModelConfig& c, bool chunks = true, const std::int32_t* lengths = nullptr,
                        const std::int32_t* offsets = nullptr) {
-    return {p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale()), p.proj, chunks, lengths, p.packed ? offsets : nullptr};
+    return {p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale()), p.ldp, chunks, lengths, p.packed ? offsets : nullptr};
 }
 DiagonalShape diagonal_shape(const Plan& p, const ModelConfig& c, const std::int32_t* lengths = nullptr,
                              const std::int32_t* offsets = nullptr) {
-    return {p.B, p.T, p.H, p.dh, p.K, c.eig == EigRange::signed_unit, p.proj, lengths, p.packed ? offsets : nullptr};
+    return {p.B, p.T, p.H, p.dh, p.K, c.eig == EigRange::signed_unit, p.ldp, lengths, p.packed ? offsets : nullptr};
 }
 
 // The mixer's output norm's gain gradient: the norm's backward (rmsnorm_backward), or one partial
@@ -127,7 +131,7 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
     p.qkv = p.d + 2 * p.F * p.d;
     p.gw = c.mixer == Mixer::mamba ? p.d : p.F * p.H;
     p.proj = p.qkv + p.gw;
-    p.ld16 = (p.proj + 7) / 8 * 8;
+    p.ldp = c.mixer == Mixer::lstm ? p.proj : projection_rows(c);
     p.training = training;
     p.head_fused = training && head_step_fits(p.d, p.C);
     auto take = [&](std::size_t count) {
@@ -144,7 +148,7 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
         if (lstm) {
             a.z = take(N * 4 * d), a.c = take(N * d), a.h = take(N * d), a.hprev = take(N * d);
         } else {
-            a.pre = take(N * p.proj);  // the recurrences apply the conv themselves
+            a.pre = take(N * p.ldp);  // the recurrences apply the conv themselves
             if (training) {
                 if (mamba) a.saved = take(diagonal_saved_floats(diagonal_shape(p, c)));
                 else a.saved = take(N * p.F * d), a.final = take(B * p.H * p.dh * p.dh);
@@ -157,14 +161,14 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
     }
     if (!p.head_fused) p.xnf = take(N * d), p.rf = take(N), p.logits = take(N * p.C);
     if (training) {
-        const std::size_t wide = std::max({p.proj, 2 * p.m, 4 * d});
+        const std::size_t wide = std::max({p.ldp, 2 * p.m, 4 * d});
         if (!p.head_fused) p.dlogits = take(N * p.C);
         p.dx = take(N * d), p.dxn = take(N * d);
         p.s1 = take(N * wide), p.s2 = take(N * wide);
         if (!lstm) p.dO = take(N * d);
         p.dh_next = take(B * d), p.dc_next = take(B * d);
         if (mlp16) p.dx16 = take((N * d + 1) / 2);
-        if (p.proj16) p.dpre16 = delta_chunks ? p.s1 : take((N * p.ld16 + 1) / 2);
+        if (p.proj16) p.dpre16 = delta_chunks ? p.s1 : take((N * p.ldp + 1) / 2);
     }
     // The fixed-order sums' scratch: the loss and the gradient norm use its start (one after the
     // other, and not while the backward's sums are pending); each sum of the backward has a region.
@@ -463,10 +467,11 @@ void forward_pass(CudaSession& session, const Plan& p) {
             blas.forward_residual(ws + a.h, d, W + sl.wo, ws + p.x[l], ws + a.x_mid, N, d, d);
         } else {
             // [q | k | v | gate logits] in one product: the device layout keeps wbeta (or wdt) right
-            // after wv (make_cuda_session), so [wq; wk; wv; gate] is one [proj][d] matrix
+            // after wv (make_cuda_session), so [wq; wk; wv; gate] is one [proj][d] matrix, and zero rows
+            // after it up to ldp (their columns of pre are read by nothing)
             float* zg = ws + a.pre + p.qkv;
-            if (p.proj16) blas.forward(as16(ws + a.xn1), d, W16 + sl.wq, ws + a.pre, p.proj, N, d, p.proj);
-            else blas.forward(ws + a.xn1, d, W + sl.wq, ws + a.pre, p.proj, N, d, p.proj);
+            if (p.proj16) blas.forward(as16(ws + a.xn1), d, W16 + sl.wq, ws + a.pre, p.ldp, N, d, p.ldp);
+            else blas.forward(ws + a.xn1, d, W + sl.wq, ws + a.pre, p.ldp, N, d, p.ldp);
             if (c.mixer == Mixer::mamba) {
                 diagonal_forward(diagonal_shape(p, c, lengths, offsets), ws + a.pre, W + sl.conv_q, zg, W + sl.bdt,
                                  W + sl.decay_log, ws + a.o, p.training ? ws + a.saved : nullptr, st);
@@ -554,7 +559,7 @@ void backward_pass(CudaSession& session, const Plan& p) {
     float* dx = ws + p.dx;
     float* dxn = ws + p.dxn;
     SideProducts side{s};
-    STATETRACK_CUDA(cudaMemsetAsync(G, 0, session.layout.total * sizeof(float), st));
+    STATETRACK_CUDA(cudaMemsetAsync(G, 0, s.layout.total * sizeof(float), st));
     // Each sum of this pass writes its partial sums to a region of its own and is added at the end,
     // in one launch (kernels.cuh, Partials); the regions in the order backward_partials lists them.
     std::vector<PartialSum> sums;
@@ -656,7 +661,7 @@ void backward_pass(CudaSession& session, const Plan& p) {
             const OutputNorm on{ws + a.o, dOn, ws + a.ro, W + sl.onorm};
             if (through_norm && p.proj16) {
                 delta_backward_through_norm(shape, ws + a.pre, W + sl.conv_q, zg, ws + a.saved, ws + a.final, on, dpre16,
-                                            p.ld16, G + sl.conv_q, dpre16 + p.qkv, G + sl.onorm,
+                                            p.ldp, G + sl.conv_q, dpre16 + p.qkv, G + sl.onorm,
                                             region(delta_backward_partials(shape)), onorm, st);
             } else if (through_norm) {
                 delta_backward_through_norm(shape, ws + a.pre, W + sl.conv_q, zg, ws + a.saved, ws + a.final, on, dpre,
@@ -676,18 +681,22 @@ void backward_pass(CudaSession& session, const Plan& p) {
             // [dq | dk | dv | dz] past each word's end, where the step kernels stopped (Batch); the chunked
             // kernels run to T and write the padding's gradients, exact zeros (its output gradient is 0).
             // Packed, every kernel writes its words' rows, and the rows after the last word are zeroed.
+            // dpre16's columns past proj are zeroed with its rows: by the chunked backward, the
+            // conversion, or here after the last packed word.
             if (p.packed && through_norm && p.proj16)
-                zero_past_packed_words(dpre16, p.ld16, p.proj, N, p.B, offsets, lengths, st);
-            else if (p.packed) zero_past_packed_words(dpre, p.proj, p.proj, N, p.B, offsets, lengths, st);
-            else if (c.mixer == Mixer::mamba || !through_norm) zero_past_lengths(dpre, p.proj, p.proj, p.B, p.T, lengths, st);
-            if (p.proj16 && !through_norm) to_bf16(dpre, p.proj, dpre16, p.ld16, N, p.proj, st);
-            // one product each for the four projections (wq .. the gate adjacent, as in the forward)
+                zero_past_packed_words(dpre16, p.ldp, p.ldp, N, p.B, offsets, lengths, st);
+            else if (p.packed) zero_past_packed_words(dpre, p.ldp, p.proj, N, p.B, offsets, lengths, st);
+            else if (c.mixer == Mixer::mamba || !through_norm) zero_past_lengths(dpre, p.ldp, p.proj, p.B, p.T, lengths, st);
+            if (p.proj16 && !through_norm) to_bf16(dpre, p.ldp, dpre16, p.ldp, N, p.proj, st);
+            // one product each for the four projections (wq .. the gate adjacent, as in the forward);
+            // in bf16 the input gradient sums over all ldp columns (16-byte rows of dpre16 for cuBLAS's
+            // sm90 kernels: 178 -> 138 us at T = 256 on the H100), the rows past proj zero on both sides
             if (p.proj16) {
-                blas.input_grad(dpre16, p.ld16, W16 + sl.wq, dxn, d, N, d, p.proj, false);
-                wq_done = side.weight_grad(as16(ws + a.xn1), d, dpre16, p.ld16, G + sl.wq, N, d, p.proj);
+                blas.input_grad(dpre16, p.ldp, W16 + sl.wq, dxn, d, N, d, p.ldp, false);
+                wq_done = side.weight_grad(as16(ws + a.xn1), d, dpre16, p.ldp, G + sl.wq, N, d, p.proj);
             } else {
-                blas.input_grad(dpre, p.proj, W + sl.wq, dxn, d, N, d, p.proj, false);
-                wq_done = side.weight_grad(ws + a.xn1, d, dpre, p.proj, G + sl.wq, N, d, p.proj);
+                blas.input_grad(dpre, p.ldp, W + sl.wq, dxn, d, N, d, p.proj, false);
+                wq_done = side.weight_grad(ws + a.xn1, d, dpre, p.ldp, G + sl.wq, N, d, p.proj);
             }
         }
         // the dx of the layer below (its MLP's operand); the first layer's goes to the embedding only,
@@ -742,7 +751,7 @@ void poison(const CudaSession& session) {
     if (!session.options.poison) return;
     CudaSessionState& s = *session.state;
     STATETRACK_CUDA(cudaMemsetAsync(s.work, 0xff, s.work_floats * sizeof(float), s.stream));
-    STATETRACK_CUDA(cudaMemsetAsync(s.grads, 0xff, session.layout.total * sizeof(float), s.stream));
+    STATETRACK_CUDA(cudaMemsetAsync(s.grads, 0xff, s.layout.total * sizeof(float), s.stream));
 }
 
 void check_batch_shape(const Batch& batch) {
@@ -824,7 +833,7 @@ void enqueue_loss_and_gradient(CudaSession& session, const Plan& p) {
         cross_entropy(s.work + p.logits, in.targets, s.work + p.dlogits, in.params, in.results, p.N, p.C,
                       s.work + p.partials, s.stream);
     backward_pass(session, p);
-    gradient_square_sum(s.grads, in.results, session.layout.total, s.work + p.partials, s.stream);
+    gradient_square_sum(s.grads, in.results, s.layout.total, s.work + p.partials, s.stream);
 }
 // to_host: the step's results into the slot's pinned results_host by the AdamW kernel itself (the
 // last node of a training step's graph was a device-to-host copy of them, and the next step's graph
@@ -832,9 +841,9 @@ void enqueue_loss_and_gradient(CudaSession& session, const Plan& p) {
 void enqueue_adamw(CudaSession& session, StepResults* to_host = nullptr) {
     CudaSessionState& s = *session.state;
     void* in = s.slot().inputs_device;
-    adamw(params_in(in), results_in(in), s.decay_mask, s.params, s.grads, s.m, s.v, session.layout.total, s.stream,
+    adamw(params_in(in), results_in(in), s.decay_mask, s.params, s.grads, s.m, s.v, s.layout.total, s.stream,
           to_host);
-    if (s.params16) to_bf16(s.params, s.params16, session.layout.total, s.stream);
+    if (s.params16) to_bf16(s.params, s.params16, s.layout.total, s.stream);
 }
 void enqueue_results(CudaSessionState& s) {
     STATETRACK_CUDA(
@@ -998,7 +1007,7 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
     session.state->device = options.device;
     session.state->layout = parameter_layout(config, GateSlot::after_values);
     CudaSessionState& s = on_device(session);
-    const std::size_t total = session.layout.total;
+    const std::size_t total = s.layout.total;  // the canonical total and the projections' padding rows
     STATETRACK_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
     STATETRACK_BLAS(cublasCreate(&s.blas));
     STATETRACK_BLAS(cublasLtCreate(&s.lt));
@@ -1044,7 +1053,7 @@ void upload_parameters(CudaSession& session, std::span<const float> params) {
     copy_to_device(session, session.state->params, params);
     CudaSessionState& s = *session.state;
     if (s.params16) {
-        to_bf16(s.params, s.params16, session.layout.total, s.stream);
+        to_bf16(s.params, s.params16, s.layout.total, s.stream);
         STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
     }
 }

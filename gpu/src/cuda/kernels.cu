@@ -447,12 +447,14 @@ __global__ void to_bf16_kernel(const float* __restrict__ x, bf16* __restrict__ y
          i += std::size_t(gridDim.x) * blockDim.x)
         y[i] = __float2bfloat16_rn(x[i]);
 }
-// The same for rows, a warp per row (cols not a multiple of anything).
+// The same for rows, a warp per row (cols not a multiple of anything), and zeros in the columns
+// cols .. ldy - 1 (the rows' padding).
 __global__ void to_bf16_rows_kernel(const float* __restrict__ x, std::size_t ldx, bf16* __restrict__ y,
                                     std::size_t ldy, std::size_t rows, std::size_t cols) {
     const std::size_t warps = std::size_t(gridDim.x) * blockDim.x / 32, lane = threadIdx.x % 32;
     for (std::size_t n = (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; n < rows; n += warps)
-        for (std::size_t c = lane; c < cols; c += 32) y[n * ldy + c] = __float2bfloat16_rn(x[n * ldx + c]);
+        for (std::size_t c = lane; c < ldy; c += 32)
+            y[n * ldy + c] = c < cols ? __float2bfloat16_rn(x[n * ldx + c]) : __float2bfloat16_rn(0.0f);
 }
 
 // The rows of the cross-entropy, G threads a row (G = 1 or 32), grid-stride: loss and correct

@@ -102,7 +102,8 @@ void swiglu_backward(const float* gu, const float* dh, float* dgu, std::size_t r
 void swiglu_forward(const bf16* gu, bf16* h, std::size_t rows, std::size_t m, cudaStream_t stream);
 void swiglu_backward(const bf16* gu, const bf16* dh, bf16* dgu, std::size_t rows, std::size_t m, cudaStream_t stream);
 // y = x rounded to bf16 (nearest even), for the weight copies of --matmul bf16; and of rows, ld apart
-// (the gradients of the projections where a recurrence's backward writes them in fp32).
+// (the gradients of the projections where a recurrence's backward writes them in fp32), y's columns
+// cols .. ldy - 1 zero.
 void to_bf16(const float* x, bf16* y, std::size_t count, cudaStream_t stream);
 void to_bf16(const float* x, std::size_t ldx, bf16* y, std::size_t ldy, std::size_t rows, std::size_t cols,
              cudaStream_t stream);
@@ -167,7 +168,8 @@ struct DeltaShape {
     std::size_t K;               // taps of the short conv before the recurrence
     float beta_scale;
     // The row stride of pre and zbeta, and in the backward of dpre and dzbeta: the projections and
-    // the beta logits are one product's output, [N][ld] = [q | k | v | zbeta] (ld = d + 2 F d + F H).
+    // the beta logits are one product's output, [N][ld] = [q | k | v | zbeta] (ld >= d + 2 F d + F H:
+    // the session pads the rows to projection_rows).
     std::size_t ld;
     bool chunks = true;  // the chunked kernels where they run (delta_chunked.cu); false: step by step
     // [B] each word's length (device memory; null: every word T long). The step-by-step kernels stop

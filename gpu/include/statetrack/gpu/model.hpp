@@ -83,8 +83,15 @@ struct ParameterLayout {
 // Where a mixer's gate projection (wbeta, or mamba's wdt) sits in the buffer: after the conv taps
 // (the canonical order: checkpoints, the CPU backend, init_parameters), or right after wv, where the
 // CUDA backend keeps it on the device so that [wq; wk; wv; gate] is one matrix and the four
-// projections are one product.
+// projections are one product. There the block is followed by rows that belong to no tensor (zeros
+// on the device), up to projection_rows(config): with the product's rows a multiple of 8, its output
+// rows are 32-byte multiples in fp32 and 16-byte multiples in bf16, which cuBLAS's sm90 kernels need
+// (H100, deltanet at d_model 128 and 4 heads, 388 rows: the bf16 product at T = 256 took 310 us, at
+// 392 rows 214 us). The layout's total then counts those rows too.
 enum class GateSlot { after_taps, after_values };
+inline constexpr std::size_t projection_rows_multiple = 8;
+// The rows of [wq; wk; wv; gate] rounded up to projection_rows_multiple (linear-attention mixers).
+std::size_t projection_rows(const ModelConfig& config);
 ParameterLayout parameter_layout(const ModelConfig& config, GateSlot gate = GateSlot::after_taps);
 // dst (laid out as `to`) receives every tensor of src (laid out as `from`); the two layouts hold the
 // same tensors, possibly in another order.
