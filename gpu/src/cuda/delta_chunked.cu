@@ -669,7 +669,8 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         __syncthreads();
         // 7. Back through the SiLU and the conv; dzbeta (warp 1, which holds the logits), and head 0's
         // block zeroes the rows' columns past the logits (ldo - 3 d - H of them, the padding up to
-        // projection_rows: the projections' input gradient sums over them).
+        // projection_rows: the bf16 input gradient of the projections sums over them; in fp32 nothing
+        // reads them).
         conv_backward(w, w == 0 ? sgo : sk, t0, len, carry[0], taps[0]);
         if (w == 0) conv_backward(2, sdr, t0, len, carry[1], taps[1]);
         if (w == 1 && lane < len) {

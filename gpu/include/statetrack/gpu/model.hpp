@@ -84,10 +84,11 @@ struct ParameterLayout {
 // (the canonical order: checkpoints, the CPU backend, init_parameters), or right after wv, where the
 // CUDA backend keeps it on the device so that [wq; wk; wv; gate] is one matrix and the four
 // projections are one product. There the block is followed by rows that belong to no tensor (zeros
-// on the device), up to projection_rows(config): with the product's rows a multiple of 8, its output
-// rows are 32-byte multiples in fp32 and 16-byte multiples in bf16, which cuBLAS's sm90 kernels need
-// (H100, deltanet at d_model 128 and 4 heads, 388 rows: the bf16 product at T = 256 took 310 us, at
-// 392 rows 214 us). The layout's total then counts those rows too.
+// on the device), up to projection_rows(config): with a multiple of 8 rows, the product's fp32
+// output rows and the bf16 rows of its gradient (the input gradient's operand) are multiples of 16
+// bytes, which cuBLAS's sm90 kernels need (H100, deltanet at d_model 128 and 4 heads, 388 rows:
+// cublasGemmEx alone took 310 us for the bf16 forward at T = 256, 214 us at 392 rows). The layout's
+// total then counts those rows too.
 enum class GateSlot { after_taps, after_values };
 inline constexpr std::size_t projection_rows_multiple = 8;
 // The rows of [wq; wk; wv; gate] rounded up to projection_rows_multiple (linear-attention mixers).
