@@ -690,7 +690,8 @@ void backward_pass(CudaSession& session, const Plan& p) {
             if (p.proj16 && !through_norm) to_bf16(dpre, p.ldp, dpre16, p.ldp, N, p.proj, st);
             // one product each for the four projections (wq .. the gate adjacent, as in the forward);
             // in bf16 the input gradient sums over all ldp columns (16-byte rows of dpre16 for cuBLAS's
-            // sm90 kernels: cublasGemmEx alone 178 -> 138 us at T = 256 on the H100), the rows past proj zero on both sides
+            // sm90 kernels: cublasGemmEx alone 178 -> 138 us at T = 256 on the H100), the rows past
+            // proj zero on both sides
             if (p.proj16) {
                 blas.input_grad(dpre16, p.ldp, W16 + sl.wq, dxn, d, N, d, p.ldp, false);
                 wq_done = side.weight_grad(as16(ws + a.xn1), d, dpre16, p.ldp, G + sl.wq, N, d, p.proj);

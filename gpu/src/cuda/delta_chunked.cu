@@ -668,17 +668,17 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         }
         __syncthreads();
         // 7. Back through the SiLU and the conv; dzbeta (warp 1, which holds the logits), and head 0's
-        // block zeroes the rows' columns past the logits (ldo - 3 d - H of them, the padding up to
-        // projection_rows: the bf16 input gradient of the projections sums over them; in fp32 nothing
-        // reads them).
+        // block zeroes the rows' columns past the logits (from d + 2 F d + F H to ldo, the padding up
+        // to projection_rows: the bf16 input gradient of the projections sums over them; in fp32
+        // nothing reads them).
         conv_backward(w, w == 0 ? sgo : sk, t0, len, carry[0], taps[0]);
         if (w == 0) conv_backward(2, sdr, t0, len, carry[1], taps[1]);
         if (w == 1 && lane < len) {
             const float sgm = sigmoidf(zb), db = (sdbeta_w[lane] + sdbeta_w[C + lane]) + sdbeta_l[lane];
             Out* row = dzbeta + (n0 + t0 + lane) * ldo;
             row[h] = Out(db * s.beta_scale * sgm * (1.0f - sgm));
-            if (h == 0)
-                for (std::size_t c = H; c < ldo - 3 * d; ++c) row[c] = Out(0.0f);
+            if (h == 0)  // row: dzbeta's, d + 2 F d columns into the row
+                for (std::size_t c = s.F * H; c < ldo - (1 + 2 * s.F) * d; ++c) row[c] = Out(0.0f);
         }
     }
     // The taps' gradients of word b into its partial sums, [b][3 d][K], as write_tap_grads lays them.
