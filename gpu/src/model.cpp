@@ -171,6 +171,24 @@ void reorder_parameters(const ParameterLayout& from, std::span<const float> src,
     }
 }
 
+std::size_t first_nonzero_padding(const ParameterLayout& layout, std::span<const float> buffer) {
+    if (buffer.size() != layout.total) throw std::invalid_argument("first_nonzero_padding: the buffer does not match the layout");
+    std::vector<const TensorSlot*> by_offset;
+    for (const TensorSlot& t : layout.tensors) by_offset.push_back(&t);
+    std::sort(by_offset.begin(), by_offset.end(), [](const TensorSlot* a, const TensorSlot* b) { return a->offset < b->offset; });
+    std::size_t next = 0;  // the first entry past the tensors seen so far
+    auto first_nonzero = [&](std::size_t from, std::size_t end) {
+        for (std::size_t i = from; i < end; ++i)
+            if (buffer[i] != 0.0f) return i;  // NaN too
+        return layout.total;
+    };
+    for (const TensorSlot* t : by_offset) {
+        if (const std::size_t i = first_nonzero(next, t->offset); i != layout.total) return i;
+        next = std::max(next, t->offset + t->size());
+    }
+    return first_nonzero(next, layout.total);
+}
+
 nlohmann::json layout_to_json(const ParameterLayout& layout) {
     nlohmann::json tensors = nlohmann::json::array();
     for (const auto& t : layout.tensors)

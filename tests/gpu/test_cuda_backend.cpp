@@ -869,6 +869,8 @@ TEST(CudaBackend, TrainingRepeatsBitForBit) {
                 r.losses.push_back(s.loss), r.norms.push_back(s.grad_norm);
             }
             r.w.assign(layout.total, NAN), r.m.assign(layout.total, NAN), r.v.assign(layout.total, NAN);
+            // the downloads also check that the device's padding rows (deltanet 98 -> 104 rows,
+            // deltaproduct:2 164 -> 168) are still 0 after poisoned steps: they throw otherwise
             download_parameters(session, r.w);
             download_moments(session, r.m, r.v);
             return r;
@@ -915,6 +917,8 @@ TEST(CudaBackend, PipelinedStepsEqualSingleSteps) {
         };
         auto finish_run = [&](CudaSession& session, Run& r) {
             r.w.assign(layout.total, NAN), r.m.assign(layout.total, NAN), r.v.assign(layout.total, NAN);
+            // the downloads also check that the device's padding rows (deltanet 98 -> 104 rows,
+            // deltaproduct:2 164 -> 168) are still 0 after poisoned steps: they throw otherwise
             download_parameters(session, r.w);
             download_moments(session, r.m, r.v);
         };

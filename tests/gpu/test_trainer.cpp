@@ -157,7 +157,8 @@ TEST(Model, LayoutTilesTheBufferWithoutGaps) {
 
 // The CUDA backend's order: the gate projection right after wv, so that [wq; wk; wv; gate] is one
 // matrix, then rows of no tensor up to projection_rows (a multiple of 8); every other tensor in its
-// order, and reorder_parameters a permutation both ways that leaves the padding rows alone.
+// order, and reorder_parameters a permutation both ways that leaves the padding rows alone;
+// first_nonzero_padding finds what is there.
 TEST(Model, DeviceOrderPutsTheGateAfterTheValuesAndReordersBothWays) {
     // deltaproduct:2 at d 8 with 2 heads: 44 rows, padded to 48; deltanet at d 128 with 4 heads (the
     // paper's): 388 -> 392; mamba: 32 rows, no padding
@@ -198,6 +199,20 @@ TEST(Model, DeviceOrderPutsTheGateAfterTheValuesAndReordersBothWays) {
         }
         reorder_parameters(device, there, canonical, back);
         EXPECT_EQ(back, values) << mixer;
+        // first_nonzero_padding: the padding rows' -7 is found; zeros there (and anything in the
+        // tensors) pass; a NaN in the last layer's padding is found too
+        const std::size_t first_pad = device.layers[0].wq + rows * d;
+        EXPECT_EQ(first_nonzero_padding(device, there), k.padded == rows ? device.total : first_pad) << mixer;
+        std::vector<float> zeros_there(device.total, 0.0f);
+        reorder_parameters(canonical, values, device, zeros_there);
+        EXPECT_EQ(first_nonzero_padding(device, zeros_there), device.total) << mixer;
+        EXPECT_EQ(first_nonzero_padding(canonical, values), canonical.total) << mixer << ": no padding at all";
+        if (k.padded != rows) {
+            const std::size_t last_pad = device.layers.back().wq + k.padded * d - 1;
+            zeros_there[last_pad] = NAN;
+            EXPECT_EQ(first_nonzero_padding(device, zeros_there), last_pad) << mixer;
+        }
+        EXPECT_THROW(first_nonzero_padding(device, std::vector<float>(device.total + 1)), std::invalid_argument);
         std::vector<float> short_buffer(canonical.total - 1);
         EXPECT_THROW(reorder_parameters(canonical, values, device, short_buffer), std::invalid_argument);
     }

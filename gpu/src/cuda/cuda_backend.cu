@@ -901,12 +901,18 @@ void copy_to_device(const CudaSession& session, float* dst, std::span<const floa
     reorder_parameters(session.layout, src, s.layout, ordered);
     STATETRACK_CUDA(cudaMemcpy(dst, ordered.data(), ordered.size() * sizeof(float), cudaMemcpyHostToDevice));
 }
-void copy_to_host(const CudaSession& session, std::span<float> dst, const float* src) {
+// `padded`: the buffer's name where its padding rows must be 0 (weights and moments: a kernel that
+// wrote there would change the products' sums), null for the gradients (a poisoned session fills
+// them with NaN before passes that do not clear them).
+void copy_to_host(const CudaSession& session, std::span<float> dst, const float* src, const char* padded) {
     if (dst.size() != session.layout.total) throw InputError("parameters", "", "size does not match the layout");
     const CudaSessionState& s = idle_on_device(session);
     STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
     std::vector<float> ordered(s.layout.total);
     STATETRACK_CUDA(cudaMemcpy(ordered.data(), src, ordered.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    if (const std::size_t i = padded ? first_nonzero_padding(s.layout, ordered) : s.layout.total; i != s.layout.total)
+        throw std::logic_error("CUDA session: the device's " + std::string(padded) + " hold " +
+                               std::to_string(ordered[i]) + " at entry " + std::to_string(i) + ", a padding row's, not 0");
     reorder_parameters(s.layout, ordered, session.layout, dst);
 }
 
@@ -1059,18 +1065,18 @@ void upload_parameters(CudaSession& session, std::span<const float> params) {
     }
 }
 void download_parameters(const CudaSession& session, std::span<float> params) {
-    copy_to_host(session, params, session.state->params);
+    copy_to_host(session, params, session.state->params, "weights");
 }
 void upload_moments(CudaSession& session, std::span<const float> m, std::span<const float> v) {
     copy_to_device(session, session.state->m, m);
     copy_to_device(session, session.state->v, v);
 }
 void download_moments(const CudaSession& session, std::span<float> m, std::span<float> v) {
-    copy_to_host(session, m, session.state->m);
-    copy_to_host(session, v, session.state->v);
+    copy_to_host(session, m, session.state->m, "first moments");
+    copy_to_host(session, v, session.state->v, "second moments");
 }
 void download_gradients(const CudaSession& session, std::span<float> grads) {
-    copy_to_host(session, grads, session.state->grads);
+    copy_to_host(session, grads, session.state->grads, nullptr);
 }
 
 void cuda_forward(CudaSession& session, const Batch& batch, std::vector<float>& logits) {

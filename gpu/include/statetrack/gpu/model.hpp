@@ -98,6 +98,11 @@ ParameterLayout parameter_layout(const ModelConfig& config, GateSlot gate = Gate
 // same tensors, possibly in another order.
 void reorder_parameters(const ParameterLayout& from, std::span<const float> src, const ParameterLayout& to,
                         std::span<float> dst);
+// The first entry of `buffer` (laid out as `layout`) that belongs to no tensor and is not zero, or
+// layout.total where there is none. The device keeps its padding rows at 0 (nothing writes them:
+// their gradient, moments and weights stay 0), and the products sum over them, so the CUDA backend
+// checks this on every download of weights and moments.
+std::size_t first_nonzero_padding(const ParameterLayout& layout, std::span<const float> buffer);
 nlohmann::json layout_to_json(const ParameterLayout& layout);
 
 // Deterministic initial weights from `seed` (docs/training.md lists the distributions).
