@@ -8,6 +8,7 @@
 #   ext      gpu-word-problems, gpu-mlregtest (the extension)
 #   long     gpu-mod3-long, gpu-parity-long, gpu-modarith-long (5000 steps)
 #   more     gpu-parity-lrs, gpu-mod3-lrs (the paper's other learning rates), gpu-word-problems-long (S3, A5, 5000 steps)
+#   jobs     gpu-jobs-per-device with --jobs-per-device 1, 2 and 4 on the first GPU (the sweep's throughput)
 # GPU use is sampled every second (nvidia-smi) for the whole call. Run folders live in STUDY_WORK
 # (default /tmp/study), so a later call on the same warm machine resumes them (finished runs are
 # skipped). At the end every run's JSON and logs, without checkpoints, are packed into
@@ -38,7 +39,8 @@ note() { echo "== $* (t=$((SECONDS - start)) s, $(date -u +%T))" | tee -a "$logs
 left() { echo $((budget - reserve - (SECONDS - start))); }
 now() { date +%s.%N; }
 
-# sweep NAME SPEC CAP [ENV...]: one `statetrack sweep` into $work/NAME under min(CAP, time left).
+# sweep NAME SPEC CAP [ENV...]: one `statetrack sweep` into $work/NAME under min(CAP, time left),
+# with $sweep_args (e.g. --jobs-per-device 2) where set.
 sweep() {
   local name=$1 spec=$2 cap=$3 limit
   shift 3
@@ -51,7 +53,7 @@ sweep() {
   note "$name: $spec, limit $limit s"
   local t0 t1 rc
   t0=$(now)
-  env "$@" timeout "$limit" "$bin" sweep "$spec" --device "$device" --out "$work/$name" >"$logs/$name.log" 2>&1
+  env "$@" timeout "$limit" "$bin" sweep "$spec" --device "$device" ${sweep_args:-} --out "$work/$name" >"$logs/$name.log" 2>&1
   rc=$?
   t1=$(now)
   echo "$name: exit $rc, wall $(awk "BEGIN { printf \"%.1f\", $t1 - $t0 }") s" | tee -a "$logs/run.log"
@@ -95,6 +97,11 @@ for step in "${steps[@]}"; do
       sweep parity-lrs "$specs/gpu-parity-lrs.json" 150
       sweep mod3-lrs "$specs/gpu-mod3-lrs.json" 150
       sweep word-problems-long "$specs/gpu-word-problems-long.json" 200
+      ;;
+    jobs)
+      for k in 1 2 4; do
+        sweep_args="--jobs-per-device $k" sweep jobs-$k "$specs/gpu-jobs-per-device.json" 200 CUDA_VISIBLE_DEVICES=0
+      done
       ;;
     *) note "unknown step $step" ;;
   esac
