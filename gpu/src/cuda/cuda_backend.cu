@@ -597,9 +597,12 @@ void backward_pass(CudaSession& session, const Plan& p) {
         cudaEvent_t wdown_done, wgate_done;
         if (p.mlp16) {
             bf16 *dhm = as16(ws + p.s1), *dgu = as16(ws + p.s2);
-            blas.input_grad(dx16, d, W16 + sl.wdown, dhm, p.m, N, p.m, d, false);
             wdown_done = side.weight_grad(as16(ws + a.hm), p.m, dx16, d, G + sl.wdown, N, p.m, d);
-            swiglu_backward(as16(ws + a.gu), dhm, dgu, N, p.m, st);
+            // dh stays inside one kernel where the shape allows; else cuBLAS writes it for swiglu_backward
+            if (!mlp_down_backward(dx16, W16 + sl.wdown, as16(ws + a.gu), dgu, N, d, p.m, st)) {
+                blas.input_grad(dx16, d, W16 + sl.wdown, dhm, p.m, N, p.m, d, false);
+                swiglu_backward(as16(ws + a.gu), dhm, dgu, N, p.m, st);
+            }
             blas.input_grad(dgu, 2 * p.m, W16 + sl.wgate, dxn, d, N, d, 2 * p.m, false);
             wgate_done = side.weight_grad(as16(ws + a.xn2), d, dgu, 2 * p.m, G + sl.wgate, N, d, 2 * p.m);
         } else {
