@@ -10,11 +10,10 @@
 // and SwiGLU's backward run. dgu is written in place of gu's tile in shared memory, then out in
 // 16-byte rows. Two blocks an SM (110 KB of shared memory each at the paper's sizes), so that one
 // block's arithmetic runs beside the other's copies.
-#include <algorithm>
 #include <cstdint>
-#include <initializer_list>
 
 #include "activations.cuh"
+#include "bf16_tiles.cuh"
 #include "kernels.cuh"
 
 namespace statetrack::gpu::cuda {
@@ -45,41 +44,6 @@ struct DownLayout {
           gu(dy + 2 * dy_size), gu_size(down_rows * padded(2 * m)), total(gu + 2 * gu_size) {}
 };
 
-__device__ std::uint32_t shared_address(const void* p) { return std::uint32_t(__cvta_generic_to_shared(p)); }
-
-// 16 bytes from global to shared memory without passing registers; zeros where `valid` is false
-// (src-size 0 reads nothing).
-__device__ void copy16(void* dst, const void* src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared_address(dst)), "l"(src),
-                 "r"(valid ? 16 : 0));
-}
-__device__ void commit_copies() { asm volatile("cp.async.commit_group;"); }
-template <int N>
-__device__ void wait_copies() {  // until at most N committed groups are still in flight
-    asm volatile("cp.async.wait_group %0;" ::"n"(N));
-}
-
-// Four 8x8 bf16 matrices from shared memory; lane l gives the address of row l % 8 of matrix l / 8.
-// Lane 4 g + q receives row g, columns 2 q and 2 q + 1 of each (the mma's A fragments).
-__device__ void load_matrices(std::uint32_t (&r)[4], const bf16* row) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(shared_address(row)));
-}
-// The same transposed: lane 4 g + q receives rows 2 q and 2 q + 1 of column g (B fragments of a
-// matrix stored [k][n]).
-__device__ void load_matrices_transposed(std::uint32_t (&r)[4], const bf16* row) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(shared_address(row)));
-}
-// d += a b for a 16x16 A (row-major fragments) and a 16x8 B (column-major), fp32 accumulation.
-__device__ void mma_bf16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 // acc[nt] += A B for the 16 rows of A (at arow, ldmatrix's addressing: row l % 16, k half l / 16)
 // and four 8-column tiles of B over k < K. brow: this lane's ldmatrix address of B's first two tiles
 // at k = 0 (row l % 8 of matrix l / 8: n-tile l / 16, k half (l / 8) % 2); k_step and n_step: the
@@ -95,29 +59,6 @@ __device__ void product16x32(float (&acc)[4][4], const bf16* arow, const bf16* b
         mma_bf16(acc[1], a, b01[2], b01[3]);
         mma_bf16(acc[2], a, b23[0], b23[1]);
         mma_bf16(acc[3], a, b23[2], b23[3]);
-    }
-}
-
-// Starts the copies of `rows` rows of `cols` bf16 (a multiple of 8) from global rows row0 .. (ld_src
-// apart) into a shared tile (ld_dst apart): zeros for the rows past `total`, 16 bytes a thread.
-__device__ void start_rows(bf16* dst, unsigned ld_dst, const bf16* src, std::size_t ld_src, unsigned row0,
-                           unsigned rows, unsigned total, unsigned cols) {
-    const unsigned chunks = cols / 8;
-    for (unsigned i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
-        const unsigned r = i / chunks, c = i % chunks, row = row0 + r;
-        const bool valid = row < total;
-        copy16(dst + r * ld_dst + 8 * c, src + std::size_t(valid ? row : 0) * ld_src + 8 * c, valid);
-    }
-}
-// A shared tile's rows out to global rows row0 .. (those before `total`), 16 bytes a thread.
-__device__ void store_rows(bf16* dst, std::size_t ld_dst, const bf16* src, unsigned ld_src, unsigned row0,
-                           unsigned rows, unsigned total, unsigned cols) {
-    const unsigned chunks = cols / 8;
-    for (unsigned i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
-        const unsigned r = i / chunks, c = i % chunks;
-        if (row0 + r < total)
-            *reinterpret_cast<uint4*>(dst + std::size_t(row0 + r) * ld_dst + 8 * c) =
-                *reinterpret_cast<const uint4*>(src + r * ld_src + 8 * c);
     }
 }
 
@@ -190,31 +131,12 @@ __global__ void __launch_bounds__(down_threads, 2)
     wait_copies<0>();  // no copy outlives the block
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
 // Where the shapes fit the kernel: d a multiple of 16 (the mma's k), m of 8 (16-byte rows of gate
 // and up), 16-byte aligned arrays.
 bool fits(std::size_t rows, std::size_t d, std::size_t m, std::initializer_list<const void*> arrays) {
     if (rows == 0 || rows >= (1u << 31) || d == 0 || d % 16 || d > 4096 || m == 0 || m % 8 || m > 4096) return false;
     for (const void* p : arrays)
-        if (!aligned16(p)) return false;
-    return true;
-}
-
-// Launches `kernel` on every SM (as many blocks as fit), with `bytes` of shared memory, if they fit.
-template <class Kernel, class... Args>
-bool launch_persistent(Kernel kernel, unsigned threads, std::size_t bytes, unsigned tiles, const char* what,
-                       cudaStream_t stream, Args... args) {
-    int device = 0, sms = 0, max_shared = 0, per_sm = 0;
-    check(cudaGetDevice(&device), what);
-    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), what);
-    check(cudaDeviceGetAttribute(&max_shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), what);
-    if (bytes > std::size_t(max_shared)) return false;
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), what);
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, int(threads), bytes), what);
-    const unsigned blocks = std::min<unsigned>(tiles, unsigned(std::max(1, per_sm) * sms));
-    kernel<<<blocks, threads, bytes, stream>>>(args...);
-    check(cudaGetLastError(), what);
+        if (!aligned_16_bytes(p)) return false;
     return true;
 }
 

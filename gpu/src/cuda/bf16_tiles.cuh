@@ -1,0 +1,125 @@
+#pragma once
+// What products of our own on the bf16 tensor cores need (mlp_down_backward.cu): copies of row tiles
+// into shared memory without passing registers (cp.async), ldmatrix and mma.m16n8k16 with fp32
+// accumulation, and launching as many blocks as fit on every SM, each keeping a weight in shared
+// memory for all its tiles. sm_80 or later.
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+
+#include "kernels.cuh"
+
+namespace statetrack::gpu::cuda {
+
+__device__ inline std::uint32_t shared_address(const void* p) { return std::uint32_t(__cvta_generic_to_shared(p)); }
+
+// 16 bytes from global to shared memory without passing registers; zeros where `valid` is false
+// (src-size 0 reads nothing).
+__device__ inline void copy16(void* dst, const void* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared_address(dst)), "l"(src),
+                 "r"(valid ? 16 : 0));
+#else
+    __trap();  // launch_persistent launches only code built for sm_80 or later
+#endif
+}
+__device__ inline void commit_copies() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;");
+#endif
+}
+template <int N>
+__device__ inline void wait_copies() {  // until at most N committed groups are still in flight
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;" ::"n"(N));
+#endif
+}
+
+// Four 8x8 bf16 matrices from shared memory; lane l gives the address of row l % 8 of matrix l / 8.
+// Lane 4 g + q receives row g, columns 2 q and 2 q + 1 of each (the mma's A fragments).
+__device__ inline void load_matrices(std::uint32_t (&r)[4], const bf16* row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(shared_address(row)));
+#else
+    __trap();  // launch_persistent launches only code built for sm_80 or later
+#endif
+}
+// The same transposed: lane 4 g + q receives rows 2 q and 2 q + 1 of column g (B fragments of a
+// matrix stored [k][n]).
+__device__ inline void load_matrices_transposed(std::uint32_t (&r)[4], const bf16* row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(shared_address(row)));
+#else
+    __trap();  // launch_persistent launches only code built for sm_80 or later
+#endif
+}
+// d += a b for a 16x16 A (row-major fragments) and a 16x8 B (column-major), fp32 accumulation.
+__device__ inline void mma_bf16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    __trap();  // launch_persistent launches only code built for sm_80 or later
+#endif
+}
+
+// Starts the copies of `rows` rows of `cols` elements (16 bytes of them a multiple) from global rows
+// row0 .. (ld_src apart) into a shared tile (ld_dst apart): zeros for the rows past `total`.
+template <class T>
+__device__ inline void start_rows(T* dst, unsigned ld_dst, const T* src, std::size_t ld_src, unsigned row0,
+                                  unsigned rows, unsigned total, unsigned cols) {
+    constexpr unsigned per_chunk = 16 / sizeof(T);
+    const unsigned chunks = cols / per_chunk;
+    for (unsigned i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
+        const unsigned r = i / chunks, c = i % chunks, row = row0 + r;
+        const bool valid = row < total;
+        copy16(dst + r * ld_dst + per_chunk * c, src + std::size_t(valid ? row : 0) * ld_src + per_chunk * c, valid);
+    }
+}
+// A shared tile's rows out to global rows row0 .. (those before `total`), 16 bytes a thread.
+template <class T>
+__device__ inline void store_rows(T* dst, std::size_t ld_dst, const T* src, unsigned ld_src, unsigned row0,
+                                  unsigned rows, unsigned total, unsigned cols) {
+    constexpr unsigned per_chunk = 16 / sizeof(T);
+    const unsigned chunks = cols / per_chunk;
+    for (unsigned i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
+        const unsigned r = i / chunks, c = i % chunks;
+        if (row0 + r < total)
+            *reinterpret_cast<uint4*>(dst + std::size_t(row0 + r) * ld_dst + per_chunk * c) =
+                *reinterpret_cast<const uint4*>(src + r * ld_src + per_chunk * c);
+    }
+}
+
+inline bool aligned_16_bytes(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// Launches `kernel` on every SM (as many blocks as fit), with `bytes` of shared memory, if they fit.
+template <class Kernel, class... Args>
+bool launch_persistent(Kernel kernel, unsigned threads, std::size_t bytes, unsigned tiles, const char* what,
+                       cudaStream_t stream, Args... args) {
+    // the code the device runs must come from sm_80 or later (a build of older PTX only, compiled for
+    // the device at load time, has binaryVersion 80+ and the __traps above)
+    cudaFuncAttributes a{};
+    if (cudaFuncGetAttributes(&a, kernel) != cudaSuccess || a.binaryVersion < 80 || a.ptxVersion < 80) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    int device = 0, sms = 0, max_shared = 0, per_sm = 0;
+    check(cudaGetDevice(&device), what);
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), what);
+    check(cudaDeviceGetAttribute(&max_shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), what);
+    if (bytes > std::size_t(max_shared)) return false;
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), what);
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, int(threads), bytes), what);
+    const unsigned blocks = std::min<unsigned>(tiles, unsigned(std::max(1, per_sm) * sms));
+    kernel<<<blocks, threads, bytes, stream>>>(args...);
+    check(cudaGetLastError(), what);
+    return true;
+}
+
+}  // namespace statetrack::gpu::cuda
