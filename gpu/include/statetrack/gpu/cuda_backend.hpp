@@ -4,8 +4,9 @@
 // products go through cuBLAS: exact fp32 (MatmulPrecision::fp32, tested to 1e-5 against the
 // reference), TF32 tensor cores with fp32 accumulation (MatmulPrecision::tf32, the fast default
 // for training, tested to 2e-2), or bf16 operands for the SwiGLU MLP and the delta rules' projections
-// (MatmulPrecision::bf16: their inputs and gradients are stored in bf16, fp32 accumulation and
-// arithmetic, the rest TF32; mamba's projections stay TF32; tested like tf32). A whole training step (upload of the batch, forward, loss,
+// (MatmulPrecision::bf16: their inputs and gradients are stored in bf16, but for the MLP's hidden
+// gradient, which one kernel keeps in fp32 where the shape allows; fp32 accumulation and arithmetic,
+// the rest TF32; mamba's projections stay TF32; tested like tf32). A whole training step (upload of the batch, forward, loss,
 // backward, gradient norm, AdamW) is one CUDA graph per batch shape (B, T), replayed every step.
 //
 // This header has no CUDA types, so the trainer, the CLI and the tests compile without nvcc; without
