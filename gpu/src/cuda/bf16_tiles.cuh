@@ -25,13 +25,13 @@ __device__ inline void copy16(void* dst, const void* src, bool valid) {
 }
 __device__ inline void commit_copies() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;");
+    asm volatile("cp.async.commit_group;" ::: "memory");
 #endif
 }
 template <int N>
 __device__ inline void wait_copies() {  // until at most N committed groups are still in flight
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;" ::"n"(N));
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");  // no load moves above the wait
 #endif
 }
 
@@ -98,10 +98,12 @@ __device__ inline void store_rows(T* dst, std::size_t ld_dst, const T* src, unsi
 
 inline bool aligned_16_bytes(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-// Launches `kernel` on every SM (as many blocks as fit), with `bytes` of shared memory, if they fit.
+// Launches `kernel` on every SM (as many blocks as fit), with `bytes` of shared memory, if at least
+// `min_per_sm` blocks fit on an SM (the kernels overlap one block's copies with another's arithmetic:
+// with one block an SM a fused product ran slower than cuBLAS and the kernel after it).
 template <class Kernel, class... Args>
-bool launch_persistent(Kernel kernel, unsigned threads, std::size_t bytes, unsigned tiles, const char* what,
-                       cudaStream_t stream, Args... args) {
+bool launch_persistent(Kernel kernel, unsigned threads, std::size_t bytes, int min_per_sm, unsigned tiles,
+                       const char* what, cudaStream_t stream, Args... args) {
     // the code the device runs must come from sm_80 or later (a build of older PTX only, compiled for
     // the device at load time, has binaryVersion 80+ and the __traps above)
     cudaFuncAttributes a{};
@@ -116,7 +118,8 @@ bool launch_persistent(Kernel kernel, unsigned threads, std::size_t bytes, unsig
     if (bytes > std::size_t(max_shared)) return false;
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), what);
     check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, int(threads), bytes), what);
-    const unsigned blocks = std::min<unsigned>(tiles, unsigned(std::max(1, per_sm) * sms));
+    if (per_sm < min_per_sm) return false;
+    const unsigned blocks = std::min<unsigned>(tiles, unsigned(per_sm * sms));
     kernel<<<blocks, threads, bytes, stream>>>(args...);
     check(cudaGetLastError(), what);
     return true;

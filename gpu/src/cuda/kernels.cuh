@@ -104,7 +104,8 @@ void swiglu_backward(const bf16* gu, const bf16* dh, bf16* dgu, std::size_t rows
 // The MLP's backward in one kernel (mlp_down_backward.cu): dgu ([rows][2m], bf16) = SwiGLU's backward
 // at gu of dh = dy w_down, with dy [rows][d] and w_down [d][m] in bf16 and dh kept in fp32. False
 // (nothing launched) where the shape does not fit it (d a multiple of 16, m of 8, 16-byte aligned
-// arrays, the weight in one block's shared memory): then the product and swiglu_backward run apart.
+// arrays, two blocks an SM with the weight in each one's shared memory): then the product and
+// swiglu_backward run apart. dgu must not overlap gu or dy.
 bool mlp_down_backward(const bf16* dy, const bf16* w_down, const bf16* gu, bf16* dgu, std::size_t rows, std::size_t d,
                        std::size_t m, cudaStream_t stream);
 // y = x rounded to bf16 (nearest even), for the weight copies of --matmul bf16; and of rows, ld apart

@@ -147,8 +147,8 @@ bool mlp_down_backward(const bf16* dy, const bf16* w_down, const bf16* gu, bf16*
     if (!fits(rows, d, m, {dy, w_down, gu, dgu})) return false;
     const MlpShape s{unsigned(rows), unsigned(d), unsigned(m), unsigned((rows + down_rows - 1) / down_rows)};
     const std::size_t bytes = DownLayout(s.d, s.m).total * sizeof(bf16);
-    return launch_persistent(mlp_down_backward_kernel, down_threads, bytes, s.tiles, "mlp_down_backward", stream, s, dy,
-                             w_down, gu, dgu);
+    return launch_persistent(mlp_down_backward_kernel, down_threads, bytes, 2, s.tiles, "mlp_down_backward", stream, s,
+                             dy, w_down, gu, dgu);
 }
 
 }  // namespace statetrack::gpu::cuda
