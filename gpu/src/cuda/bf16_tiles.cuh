@@ -119,7 +119,9 @@ bool launch_persistent(Kernel kernel, unsigned threads, std::size_t bytes, int m
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), what);
     check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, int(threads), bytes), what);
     if (per_sm < min_per_sm) return false;
-    const unsigned blocks = std::min<unsigned>(tiles, unsigned(per_sm * sms));
+    // at least two tiles a block where there are two: the device tests' small batches then take a
+    // block through both of its buffers and its prefetch too (at training's sizes the SMs' count binds)
+    const unsigned blocks = std::min<unsigned>((tiles + 1) / 2, unsigned(per_sm * sms));
     kernel<<<blocks, threads, bytes, stream>>>(args...);
     check(cudaGetLastError(), what);
     return true;
