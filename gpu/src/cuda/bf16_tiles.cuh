@@ -5,7 +5,6 @@
 // memory for all its tiles. sm_80 or later.
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
 
 #include "kernels.cuh"
 
@@ -36,23 +35,19 @@ __device__ inline void wait_copies() {  // until at most N committed groups are 
 }
 
 // Four 8x8 bf16 matrices from shared memory; lane l gives the address of row l % 8 of matrix l / 8.
-// Lane 4 g + q receives row g, columns 2 q and 2 q + 1 of each (the mma's A fragments).
+// Lane 4 g + q receives row g, columns 2 q and 2 q + 1 of each (the mma's A fragments); Transposed,
+// rows 2 q and 2 q + 1 of column g (B fragments of a matrix stored [k][n]).
+template <bool Transposed = false>
 __device__ inline void load_matrices(std::uint32_t (&r)[4], const bf16* row) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(shared_address(row)));
-#else
-    __trap();  // launch_persistent launches only code built for sm_80 or later
-#endif
-}
-// The same transposed: lane 4 g + q receives rows 2 q and 2 q + 1 of column g (B fragments of a
-// matrix stored [k][n]).
-__device__ inline void load_matrices_transposed(std::uint32_t (&r)[4], const bf16* row) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(shared_address(row)));
+    if constexpr (Transposed)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(shared_address(row)));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(shared_address(row)));
 #else
     __trap();  // launch_persistent launches only code built for sm_80 or later
 #endif
@@ -96,8 +91,6 @@ __device__ inline void store_rows(T* dst, std::size_t ld_dst, const T* src, unsi
     }
 }
 
-inline bool aligned_16_bytes(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
 // Launches `kernel` on every SM (as many blocks as fit), with `bytes` of shared memory, if at least
 // `min_per_sm` blocks fit on an SM (the kernels overlap one block's copies with another's arithmetic:
 // with one block an SM a fused product ran slower than cuBLAS and the kernel after it).
@@ -111,9 +104,8 @@ bool launch_persistent(Kernel kernel, unsigned threads, std::size_t bytes, int m
         (void)cudaGetLastError();
         return false;
     }
-    int device = 0, sms = 0, max_shared = 0, per_sm = 0;
+    int device = 0, max_shared = 0, per_sm = 0;
     check(cudaGetDevice(&device), what);
-    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), what);
     check(cudaDeviceGetAttribute(&max_shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), what);
     if (bytes > std::size_t(max_shared)) return false;
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), what);
@@ -121,7 +113,7 @@ bool launch_persistent(Kernel kernel, unsigned threads, std::size_t bytes, int m
     if (per_sm < min_per_sm) return false;
     // at least two tiles a block where there are two: the device tests' small batches then take a
     // block through both of its buffers and its prefetch too (at training's sizes the SMs' count binds)
-    const unsigned blocks = std::min<unsigned>((tiles + 1) / 2, unsigned(per_sm * sms));
+    const unsigned blocks = std::min<unsigned>((tiles + 1) / 2, unsigned(per_sm) * sm_count());
     kernel<<<blocks, threads, bytes, stream>>>(args...);
     check(cudaGetLastError(), what);
     return true;

@@ -755,6 +755,12 @@ std::size_t embed_slice(std::size_t d, std::size_t vocab) {
     return std::min(vocab, std::max<std::size_t>(1, 32 * 1024 / sizeof(float) / d));
 }
 // The SMs of the first device asked (no occupancy query, which could load a module during graph capture).
+unsigned persistent_blocks() {
+    return sm_count() * 4;
+}
+
+}  // namespace
+
 unsigned sm_count() {
     static const unsigned sms = [] {
         int device = 0, count = 0;
@@ -764,11 +770,6 @@ unsigned sm_count() {
     }();
     return sms;
 }
-unsigned persistent_blocks() {
-    return sm_count() * 4;
-}
-
-}  // namespace
 
 void embed_forward(const std::int32_t* tokens, const float* table, float* x, std::size_t rows, std::size_t d,
                    cudaStream_t stream) {

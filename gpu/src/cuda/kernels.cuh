@@ -15,6 +15,8 @@ using bf16 = __nv_bfloat16;  // the MLP's activations and weight copies under --
 
 void check(cudaError_t status, const char* what);  // throws std::runtime_error with the CUDA message
 #define STATETRACK_CUDA(call) ::statetrack::gpu::cuda::check((call), #call)
+bool aligned16(const void* p);  // 16-byte aligned (or null), as the vectorised kernels' rows need
+unsigned sm_count();            // the SMs of the device first asked about (asked once)
 
 // Values that change every step, uploaded into the graph from pinned host memory.
 struct StepParams {

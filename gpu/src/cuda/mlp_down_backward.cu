@@ -11,6 +11,7 @@
 // 16-byte rows. Two blocks an SM (110 KB of shared memory each at the paper's sizes), so that one
 // block's arithmetic runs beside the other's copies.
 #include <cstdint>
+#include <initializer_list>
 
 #include "activations.cuh"
 #include "bf16_tiles.cuh"
@@ -53,8 +54,8 @@ __device__ void product16x32(float (&acc)[4][4], const bf16* arow, const bf16* b
     for (unsigned k0 = 0; k0 < K; k0 += 16, arow += 16, brow += k_step) {
         std::uint32_t a[4], b01[4], b23[4];
         load_matrices(a, arow);
-        load_matrices_transposed(b01, brow);
-        load_matrices_transposed(b23, brow + n_step);
+        load_matrices<true>(b01, brow);
+        load_matrices<true>(b23, brow + n_step);
         mma_bf16(acc[0], a, b01[0], b01[1]);
         mma_bf16(acc[1], a, b01[2], b01[3]);
         mma_bf16(acc[2], a, b23[0], b23[1]);
@@ -136,7 +137,7 @@ __global__ void __launch_bounds__(down_threads, 2)
 bool fits(std::size_t rows, std::size_t d, std::size_t m, std::initializer_list<const void*> arrays) {
     if (rows == 0 || rows >= (1u << 31) || d == 0 || d % 16 || d > 4096 || m == 0 || m % 8 || m > 4096) return false;
     for (const void* p : arrays)
-        if (!aligned_16_bytes(p)) return false;
+        if (!aligned16(p)) return false;
     return true;
 }
 
