@@ -13,15 +13,10 @@
 #include "statetrack/gpu/cpu_backend.hpp"
 #include "statetrack/gpu/cuda_backend.hpp"
 #include "statetrack/gpu/random.hpp"
+#include "skip_without_gpu.hpp"
 
 namespace statetrack::gpu {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                                  \
-    do {                                                                    \
-        std::string why;                                                    \
-        if (!cuda_available(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
-    } while (0)
 
 ModelConfig config_for(const std::string& model, EigRange eig, std::size_t d = 16, std::size_t heads = 2) {
     ModelConfig c;

@@ -97,19 +97,7 @@ __device__ inline void store_rows(T* dst, std::size_t ld_dst, const T* src, unsi
 template <class Kernel, class... Args>
 bool launch_persistent(Kernel kernel, unsigned threads, std::size_t bytes, int min_per_sm, unsigned tiles,
                        const char* what, cudaStream_t stream, Args... args) {
-    // the code the device runs must come from sm_80 or later (a build of older PTX only, compiled for
-    // the device at load time, has binaryVersion 80+ and the __traps above)
-    cudaFuncAttributes a{};
-    if (cudaFuncGetAttributes(&a, kernel) != cudaSuccess || a.binaryVersion < 80 || a.ptxVersion < 80) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    int device = 0, max_shared = 0, per_sm = 0;
-    check(cudaGetDevice(&device), what);
-    check(cudaDeviceGetAttribute(&max_shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), what);
-    if (bytes > std::size_t(max_shared)) return false;
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), what);
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, int(threads), bytes), what);
+    const int per_sm = persistent_blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, bytes, what);
     if (per_sm < min_per_sm) return false;
     // at least two tiles a block where there are two: the device tests' small batches then take a
     // block through both of its buffers and its prefetch too (at training's sizes the SMs' count binds)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -828,6 +829,43 @@ unsigned norm_backward_blocks() {
 // the rows (row_warps a block) do not fill it.
 unsigned row_blocks(std::size_t rows, unsigned most) {
     return unsigned(std::max<std::size_t>(1, std::min<std::size_t>(most, (rows + row_warps - 1) / row_warps)));
+}
+
+int persistent_blocks_per_sm(const void* kernel, unsigned threads, std::size_t bytes, const char* what) {
+    struct Known {
+        int device;
+        const void* kernel;
+        unsigned threads;
+        std::size_t bytes;
+        int per_sm;
+    };
+    static std::mutex lock;
+    static std::vector<Known> known;  // a few entries: one per kernel, shape and device
+    int device = 0;
+    check(cudaGetDevice(&device), what);
+    const std::lock_guard<std::mutex> hold(lock);
+    for (const Known& k : known)
+        if (k.device == device && k.kernel == kernel && k.threads == threads && k.bytes == bytes) return k.per_sm;
+    // the kernel's shared-memory limit stays at the largest shape asked so far: a smaller one set
+    // after it would fail the larger one's next launch (served from `known` without a new limit)
+    std::size_t limit = bytes;
+    for (const Known& k : known)
+        if (k.device == device && k.kernel == kernel && k.per_sm > 0) limit = std::max(limit, k.bytes);
+    int per_sm = 0;
+    // the code the device runs must come from sm_80 or later (a build of older PTX only, compiled for
+    // the device at load time, has binaryVersion 80+ and the kernels' __traps)
+    cudaFuncAttributes a{};
+    if (cudaFuncGetAttributes(&a, kernel) != cudaSuccess) (void)cudaGetLastError();
+    else if (a.binaryVersion >= 80 && a.ptxVersion >= 80) {
+        int max_shared = 0;
+        check(cudaDeviceGetAttribute(&max_shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), what);
+        if (bytes <= std::size_t(max_shared)) {
+            check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(limit)), what);
+            check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, int(threads), bytes), what);
+        }
+    }
+    known.push_back({device, kernel, threads, bytes, per_sm});
+    return per_sm;
 }
 
 bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }

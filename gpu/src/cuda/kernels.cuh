@@ -17,6 +17,10 @@ void check(cudaError_t status, const char* what);  // throws std::runtime_error 
 #define STATETRACK_CUDA(call) ::statetrack::gpu::cuda::check((call), #call)
 bool aligned16(const void* p);  // 16-byte aligned (or null), as the vectorised kernels' rows need
 unsigned sm_count();            // the SMs of the device first asked about (asked once)
+// The blocks of `kernel` (threads each, `bytes` of dynamic shared memory, allowed past the default
+// 48 KiB) that fit an SM of the current device; 0 where the kernel cannot run there (its code not
+// built for sm_80 or later, or the bytes past the device's limit). Asked once per device and shape.
+int persistent_blocks_per_sm(const void* kernel, unsigned threads, std::size_t bytes, const char* what);
 
 // Values that change every step, uploaded into the graph from pinned host memory.
 struct StepParams {

@@ -1,0 +1,140 @@
+// Kernels of the CUDA backend alone against an fp64 computation on the CPU from the same inputs,
+// at sizes the whole-model comparisons (test_cuda_backend.cpp) cannot reach: there the bf16
+// forward's own rounding exceeds the loose bounds past a few thousand rows, whatever the kernel.
+// Built where the backend is (STATETRACK_TEST_KERNELS: the launchers' header, kernels.cuh, is the
+// backend's own); without a GPU these tests skip.
+#include <gtest/gtest.h>
+
+#if STATETRACK_TEST_KERNELS
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels.cuh"
+#include "statetrack/gpu/cuda_backend.hpp"
+#include "statetrack/gpu/random.hpp"
+#include "skip_without_gpu.hpp"
+
+namespace statetrack::gpu::cuda {
+namespace {
+
+// A device array of bf16 that frees itself.
+struct DeviceArray {
+    bf16* data = nullptr;
+    std::size_t size = 0;
+    explicit DeviceArray(std::size_t n) : size(n) { STATETRACK_CUDA(cudaMalloc(&data, n * sizeof(bf16))); }
+    ~DeviceArray() { cudaFree(data); }
+    DeviceArray(const DeviceArray&) = delete;
+    DeviceArray& operator=(const DeviceArray&) = delete;
+};
+
+std::vector<bf16> random_bf16(std::size_t n, double scale, Rng& rng) {
+    std::vector<bf16> out(n);
+    for (auto& x : out) x = __float2bfloat16(float(scale * normal(rng)));
+    return out;
+}
+void upload(DeviceArray& dst, const std::vector<bf16>& src) {
+    STATETRACK_CUDA(cudaMemcpy(dst.data, src.data(), src.size() * sizeof(bf16), cudaMemcpyHostToDevice));
+}
+std::vector<bf16> download(const DeviceArray& src) {
+    std::vector<bf16> out(src.size);
+    STATETRACK_CUDA(cudaMemcpy(out.data(), src.data, src.size * sizeof(bf16), cudaMemcpyDeviceToHost));
+    return out;
+}
+double value(bf16 x) { return double(__bfloat162float(x)); }
+
+struct MlpCase {
+    std::size_t rows, d, m;
+};
+
+// What mlp_down_backward computes, in fp64 from the same bf16 values: dh = dy w_down, then
+// SwiGLU's backward at gu (gate a, up u: d(silu(a) u) = (dh u silu'(a), dh silu(a))). bound[i]: the
+// error the kernel may make at entry i: its bf16 output's rounding (at most 2^-8 relative: 8
+// significant bits), 2^-14 relative more for its fast sigmoid, and its fp32 sums over d (2^-18 of
+// the sum of |terms|, where dh cancels to near 0). The first H100 run came to 0.995 of this bound.
+void mlp_down_reference(const MlpCase& c, const std::vector<bf16>& dy, const std::vector<bf16>& w,
+                        const std::vector<bf16>& gu, std::vector<double>& want, std::vector<double>& bound) {
+    want.assign(c.rows * 2 * c.m, 0.0), bound.assign(c.rows * 2 * c.m, 0.0);
+    for (std::size_t r = 0; r < c.rows; ++r)
+        for (std::size_t j = 0; j < c.m; ++j) {
+            double dh = 0, magnitude = 0;
+            for (std::size_t k = 0; k < c.d; ++k) {
+                const double term = value(dy[r * c.d + k]) * value(w[k * c.m + j]);
+                dh += term, magnitude += std::abs(term);
+            }
+            const double a = value(gu[r * 2 * c.m + j]), u = value(gu[r * 2 * c.m + c.m + j]);
+            const double sg = 1.0 / (1.0 + std::exp(-a)), silu_grad = sg * (1.0 + a * (1.0 - sg));
+            const std::size_t gate = r * 2 * c.m + j, up = gate + c.m;
+            want[gate] = dh * u * silu_grad, want[up] = dh * a * sg;
+            bound[gate] = (0x1p-8 + 0x1p-14) * std::abs(want[gate]) + 0x1p-18 * magnitude * std::abs(u * silu_grad) + 1e-30;
+            bound[up] = (0x1p-8 + 0x1p-14) * std::abs(want[up]) + 0x1p-18 * magnitude * std::abs(a * sg) + 1e-30;
+        }
+}
+
+bool device_runs_bf16_mma() {
+    int device = 0;
+    cudaDeviceProp props{};
+    STATETRACK_CUDA(cudaGetDevice(&device));
+    STATETRACK_CUDA(cudaGetDeviceProperties(&props, device));
+    return props.major >= 8;
+}
+
+// Many tiles a block (40,001 rows: 2,501 tiles of 16 over at most two blocks an SM, so every block
+// takes both of its buffers through several prefetches, and the last tile is one row), a width whose
+// last 32-column block is part zeros (m 72), a single short tile, and the paper's shape again after
+// smaller ones (the launcher keeps the kernel's shared-memory limit at the largest shape it was
+// given). The output is poisoned (NaN) first, so a tile the kernel skips fails too.
+TEST(CudaKernels, MlpDownBackwardMatchesFp64OverManyTiles) {
+    SKIP_WITHOUT_GPU();
+    for (const MlpCase c : {MlpCase{1000, 48, 72}, MlpCase{40001, 128, 256}, MlpCase{7, 16, 8}, MlpCase{3000, 128, 256}}) {
+        Rng rng = make_rng(c.rows + c.d + c.m, 11);
+        const auto dy = random_bf16(c.rows * c.d, 1.0, rng), w = random_bf16(c.d * c.m, 0.1, rng),
+                   gu = random_bf16(c.rows * 2 * c.m, 2.0, rng);
+        DeviceArray ddy(dy.size()), dw(w.size()), dgu_in(gu.size()), dgu(gu.size());
+        upload(ddy, dy), upload(dw, w), upload(dgu_in, gu);
+        STATETRACK_CUDA(cudaMemset(dgu.data, 0xff, dgu.size * sizeof(bf16)));  // 0xffff: a NaN
+        const bool ran = mlp_down_backward(ddy.data, dw.data, dgu_in.data, dgu.data, c.rows, c.d, c.m, nullptr);
+        STATETRACK_CUDA(cudaDeviceSynchronize());
+        if (!device_runs_bf16_mma()) {
+            EXPECT_FALSE(ran) << "the kernel needs sm_80's bf16 mma";
+            continue;
+        }
+        ASSERT_TRUE(ran) << "rows " << c.rows << " d " << c.d << " m " << c.m;
+        std::vector<double> want, bound;
+        mlp_down_reference(c, dy, w, gu, want, bound);
+        const auto got = download(dgu);
+        std::size_t bad = 0, first_bad = 0;
+        double worst = 0;  // the largest error in units of the entry's bound
+        for (std::size_t i = 0; i < got.size(); ++i) {
+            const double err = std::abs(value(got[i]) - want[i]) / bound[i];
+            if (!(err <= 1.0) && bad++ == 0) first_bad = i;  // NaN included
+            if (err > worst || std::isnan(err)) worst = err;
+        }
+        EXPECT_EQ(bad, 0u) << "rows " << c.rows << " d " << c.d << " m " << c.m << ": first at row "
+                           << first_bad / (2 * c.m) << " column " << first_bad % (2 * c.m) << ", got "
+                           << value(got[first_bad]) << " want " << want[first_bad];
+        std::printf("mlp_down_backward rows %zu d %zu m %zu: worst error %.3f of its bound\n", c.rows, c.d, c.m, worst);
+    }
+}
+
+// Shapes the kernel does not take launch nothing and leave the output as it was (the backend then
+// runs cuBLAS and swiglu_backward).
+TEST(CudaKernels, MlpDownBackwardRefusesShapesItDoesNotFit) {
+    SKIP_WITHOUT_GPU();
+    const std::size_t rows = 32, m = 16;
+    DeviceArray dy(rows * 32), w(32 * m), gu(rows * 2 * m), dgu(rows * 2 * m + 1);
+    STATETRACK_CUDA(cudaMemset(dgu.data, 0, dgu.size * sizeof(bf16)));
+    EXPECT_FALSE(mlp_down_backward(dy.data, w.data, gu.data, dgu.data, rows, 20, m, nullptr));      // d % 16
+    EXPECT_FALSE(mlp_down_backward(dy.data, w.data, gu.data, dgu.data, rows, 16, 12, nullptr));     // m % 8
+    EXPECT_FALSE(mlp_down_backward(dy.data, w.data, gu.data, dgu.data + 1, rows, 16, m, nullptr));  // unaligned
+    EXPECT_FALSE(mlp_down_backward(dy.data, w.data, gu.data, dgu.data, 0, 16, m, nullptr));         // no rows
+    STATETRACK_CUDA(cudaDeviceSynchronize());
+    for (const bf16 x : download(dgu)) ASSERT_EQ(value(x), 0.0);
+}
+
+}  // namespace
+}  // namespace statetrack::gpu::cuda
+#endif
