@@ -25,7 +25,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 
 if want tests; then
   note "device tests"
-  timeout 300 "$bin/test_gpu" --gtest_filter='CudaBackend*:Trainer*' >"$out/tests.log" 2>&1
+  timeout 300 "$bin/test_gpu" --gtest_filter='CudaBackend*:CudaKernels*:Trainer*' >"$out/tests.log" 2>&1
   echo "test_gpu exit $?" | tee -a "$out/run.log"
   grep -E '^(tf32|bf16|chunks:|packed:) |FAILED|PASSED' "$out/tests.log" | tee -a "$out/run.log"
 fi

@@ -14,6 +14,9 @@
 #include "statetrack/gpu/cuda_backend.hpp"
 #include "statetrack/gpu/random.hpp"
 #include "skip_without_gpu.hpp"
+#if STATETRACK_TEST_KERNELS
+#include "kernels.cuh"  // the rows the MLP's forward kernel needs
+#endif
 
 namespace statetrack::gpu {
 namespace {
@@ -649,6 +652,46 @@ TEST(CudaBackend, Bf16WeightCopyFollowsEveryUpdate) {
     CudaSession stale = make_cuda_session(c, {MatmulPrecision::bf16, true, true});
     upload_parameters(stale, w0);
     EXPECT_NE(logits_of(trained), logits_of(stale));
+}
+
+// The MLP's kernels of our own (mlp_down.cu) against cuBLAS and the SwiGLU kernels apart
+// (CudaOptions::fused_mlp), in whole bf16 steps on enough rows for the forward kernel too (16 tiles a
+// block: the CPU comparisons' batches are far smaller, and at this size the bf16 forward alone is past
+// their bounds). The two paths differ only in fp32 summation order and one bf16 rounding of the hidden
+// gradient; a tensor the kernels left unwritten would be NaN (the workspace is poisoned).
+TEST(CudaBackend, Bf16MlpKernelsMatchCublasOnManyRows) {
+    SKIP_WITHOUT_GPU();
+    const auto c = config_for("deltanet", EigRange::signed_unit, 32, 2);  // d 32, MLP width 24
+    const std::size_t B = 300, T = 256;
+#if STATETRACK_TEST_KERNELS
+    ASSERT_GE(B * T, cuda::mlp_down_forward_rows()) << "too few rows for the forward kernel on this GPU";
+#endif
+    const auto layout = parameter_layout(c);
+    const std::vector<float> w = random_float_params(layout, 931);
+    const Batch batch = random_batch(B, T, c.vocab, c.classes, 932);
+    std::vector<float> logits[2], grads[2];
+    double loss[2];
+    for (int fused = 0; fused < 2; ++fused) {
+        CudaOptions options{MatmulPrecision::bf16, false, true};
+        options.packed = false, options.fused_mlp = fused == 1;
+        CudaSession session = make_cuda_session(c, options);
+        upload_parameters(session, w);
+        cuda_forward(session, batch, logits[fused]);
+        loss[fused] = cuda_loss_and_gradient(session, batch);
+        grads[fused].assign(layout.total, NAN);
+        download_gradients(session, grads[fused]);
+    }
+    const double logit_diff = relative_error(logits[1], logits[0], 0, logits[0].size());
+    EXPECT_LT(logit_diff, 1e-3);
+    EXPECT_LT(std::abs(loss[1] - loss[0]) / std::abs(loss[0]), 1e-3);
+    double worst = 0;
+    for (const auto& t : layout.tensors) {
+        const double diff = relative_error(grads[1], grads[0], t.offset, t.offset + t.size());
+        worst = std::max(worst, diff);
+        EXPECT_LT(diff, 2e-2) << t.name;
+    }
+    std::printf("bf16 MLP kernels against cuBLAS, %zu rows: logits %.2e, worst gradient tensor %.2e\n", B * T, logit_diff,
+                worst);
 }
 
 // A vocabulary larger than one shared-memory slice of the embedding gradient (d 32: 256 letters a

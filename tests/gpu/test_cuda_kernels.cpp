@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "kernels.cuh"
@@ -21,11 +22,12 @@
 namespace statetrack::gpu::cuda {
 namespace {
 
-// A device array of bf16 that frees itself.
+// A device array that frees itself.
+template <class T>
 struct DeviceArray {
-    bf16* data = nullptr;
+    T* data = nullptr;
     std::size_t size = 0;
-    explicit DeviceArray(std::size_t n) : size(n) { STATETRACK_CUDA(cudaMalloc(&data, n * sizeof(bf16))); }
+    explicit DeviceArray(std::size_t n) : size(n) { STATETRACK_CUDA(cudaMalloc(&data, n * sizeof(T))); }
     ~DeviceArray() { cudaFree(data); }
     DeviceArray(const DeviceArray&) = delete;
     DeviceArray& operator=(const DeviceArray&) = delete;
@@ -36,12 +38,14 @@ std::vector<bf16> random_bf16(std::size_t n, double scale, Rng& rng) {
     for (auto& x : out) x = __float2bfloat16(float(scale * normal(rng)));
     return out;
 }
-void upload(DeviceArray& dst, const std::vector<bf16>& src) {
-    STATETRACK_CUDA(cudaMemcpy(dst.data, src.data(), src.size() * sizeof(bf16), cudaMemcpyHostToDevice));
+template <class T>
+void upload(DeviceArray<T>& dst, const std::vector<T>& src) {
+    STATETRACK_CUDA(cudaMemcpy(dst.data, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice));
 }
-std::vector<bf16> download(const DeviceArray& src) {
-    std::vector<bf16> out(src.size);
-    STATETRACK_CUDA(cudaMemcpy(out.data(), src.data, src.size * sizeof(bf16), cudaMemcpyDeviceToHost));
+template <class T>
+std::vector<T> download(const DeviceArray<T>& src) {
+    std::vector<T> out(src.size);
+    STATETRACK_CUDA(cudaMemcpy(out.data(), src.data, src.size * sizeof(T), cudaMemcpyDeviceToHost));
     return out;
 }
 double value(bf16 x) { return double(__bfloat162float(x)); }
@@ -93,7 +97,7 @@ TEST(CudaKernels, MlpDownBackwardMatchesFp64OverManyTiles) {
         Rng rng = make_rng(c.rows + c.d + c.m, 11);
         const auto dy = random_bf16(c.rows * c.d, 1.0, rng), w = random_bf16(c.d * c.m, 0.1, rng),
                    gu = random_bf16(c.rows * 2 * c.m, 2.0, rng);
-        DeviceArray ddy(dy.size()), dw(w.size()), dgu_in(gu.size()), dgu(gu.size());
+        DeviceArray<bf16> ddy(dy.size()), dw(w.size()), dgu_in(gu.size()), dgu(gu.size());
         upload(ddy, dy), upload(dw, w), upload(dgu_in, gu);
         STATETRACK_CUDA(cudaMemset(dgu.data, 0xff, dgu.size * sizeof(bf16)));  // 0xffff: a NaN
         const bool ran = mlp_down_backward(ddy.data, dw.data, dgu_in.data, dgu.data, c.rows, c.d, c.m, nullptr);
@@ -120,17 +124,83 @@ TEST(CudaKernels, MlpDownBackwardMatchesFp64OverManyTiles) {
     }
 }
 
-// Shapes the kernel does not take launch nothing and leave the output as it was (the backend then
-// runs cuBLAS and swiglu_backward).
-TEST(CudaKernels, MlpDownBackwardRefusesShapesItDoesNotFit) {
+// The forward kernel over the same shapes: h against SwiGLU in fp64 (its bf16 rounding, at most 2^-8
+// relative, and 2^-14 more), y against r + h w_down^T in fp64 from the kernel's own h (its fp32 sums
+// over m: within 2^-16 of the sum of |terms|, where one term missing is ~2^-8 of it). Without h_out
+// the same y, and h untouched. Outputs poisoned first.
+TEST(CudaKernels, MlpDownForwardMatchesFp64OverManyTiles) {
+    SKIP_WITHOUT_GPU();
+    for (const MlpCase c : {MlpCase{1000, 48, 72}, MlpCase{40001, 128, 256}, MlpCase{7, 16, 8}, MlpCase{3000, 128, 256}}) {
+        Rng rng = make_rng(c.rows + c.d + c.m, 12);
+        const auto gu = random_bf16(c.rows * 2 * c.m, 2.0, rng), w = random_bf16(c.d * c.m, 0.1, rng);
+        std::vector<float> r(c.rows * c.d);
+        for (float& x : r) x = float(normal(rng));
+        DeviceArray<bf16> dgu(gu.size()), dw(w.size()), dh(c.rows * c.m);
+        DeviceArray<float> dr(r.size()), dy(r.size()), dy2(r.size());
+        upload(dgu, gu), upload(dw, w), upload(dr, r);
+        STATETRACK_CUDA(cudaMemset(dh.data, 0xff, dh.size * sizeof(bf16)));
+        STATETRACK_CUDA(cudaMemset(dy.data, 0xff, dy.size * sizeof(float)));
+        STATETRACK_CUDA(cudaMemset(dy2.data, 0xff, dy2.size * sizeof(float)));
+        const bool ran = mlp_down_forward(dgu.data, dw.data, dr.data, dh.data, dy.data, c.rows, c.m, c.d, 0, nullptr);
+        STATETRACK_CUDA(cudaDeviceSynchronize());
+        if (!device_runs_bf16_mma()) {
+            EXPECT_FALSE(ran) << "the kernel needs sm_80's bf16 mma";
+            continue;
+        }
+        ASSERT_TRUE(ran) << "rows " << c.rows << " d " << c.d << " m " << c.m;
+        const auto h = download(dh);
+        const auto y = download(dy);
+        std::size_t bad_h = 0, bad_y = 0;
+        double worst_h = 0, worst_y = 0;
+        for (std::size_t row = 0; row < c.rows; ++row) {
+            for (std::size_t j = 0; j < c.m; ++j) {
+                const double a = value(gu[row * 2 * c.m + j]), u = value(gu[row * 2 * c.m + c.m + j]);
+                const double want = a / (1.0 + std::exp(-a)) * u, got = value(h[row * c.m + j]);
+                const double err = std::abs(got - want) / ((0x1p-8 + 0x1p-14) * std::abs(want) + 1e-30);
+                if (!(err <= 1.0)) ++bad_h;
+                if (err > worst_h || std::isnan(err)) worst_h = err;
+            }
+            for (std::size_t o = 0; o < c.d; ++o) {
+                double want = r[row * c.d + o], magnitude = std::abs(want);
+                for (std::size_t j = 0; j < c.m; ++j) {
+                    const double term = value(h[row * c.m + j]) * value(w[o * c.m + j]);
+                    want += term, magnitude += std::abs(term);
+                }
+                const double err = std::abs(double(y[row * c.d + o]) - want) / (0x1p-16 * magnitude + 1e-30);
+                if (!(err <= 1.0)) ++bad_y;
+                if (err > worst_y || std::isnan(err)) worst_y = err;
+            }
+        }
+        EXPECT_EQ(bad_h, 0u) << "rows " << c.rows << " d " << c.d << " m " << c.m;
+        EXPECT_EQ(bad_y, 0u) << "rows " << c.rows << " d " << c.d << " m " << c.m;
+        std::printf("mlp_down_forward rows %zu d %zu m %zu: worst error h %.3f, y %.3f of its bound\n", c.rows, c.d, c.m,
+                    worst_h, worst_y);
+
+        // inference: no h written, the same y to the bit
+        STATETRACK_CUDA(cudaMemset(dh.data, 0, dh.size * sizeof(bf16)));
+        ASSERT_TRUE(mlp_down_forward(dgu.data, dw.data, dr.data, nullptr, dy2.data, c.rows, c.m, c.d, 0, nullptr));
+        STATETRACK_CUDA(cudaDeviceSynchronize());
+        EXPECT_EQ(std::memcmp(download(dy2).data(), y.data(), y.size() * sizeof(float)), 0);
+        for (const bf16 x : download(dh)) ASSERT_EQ(value(x), 0.0);
+    }
+}
+
+// Shapes the kernels do not take launch nothing and leave the outputs as they were (the backend then
+// runs cuBLAS with swiglu_backward or swiglu_forward).
+TEST(CudaKernels, MlpDownKernelsRefuseShapesTheyDoNotFit) {
     SKIP_WITHOUT_GPU();
     const std::size_t rows = 32, m = 16;
-    DeviceArray dy(rows * 32), w(32 * m), gu(rows * 2 * m), dgu(rows * 2 * m + 1);
+    DeviceArray<bf16> dy(rows * 32), w(32 * m), gu(rows * 2 * m), dgu(rows * 2 * m + 1);
     STATETRACK_CUDA(cudaMemset(dgu.data, 0, dgu.size * sizeof(bf16)));
     EXPECT_FALSE(mlp_down_backward(dy.data, w.data, gu.data, dgu.data, rows, 20, m, nullptr));      // d % 16
     EXPECT_FALSE(mlp_down_backward(dy.data, w.data, gu.data, dgu.data, rows, 16, 12, nullptr));     // m % 8
     EXPECT_FALSE(mlp_down_backward(dy.data, w.data, gu.data, dgu.data + 1, rows, 16, m, nullptr));  // unaligned
     EXPECT_FALSE(mlp_down_backward(dy.data, w.data, gu.data, dgu.data, 0, 16, m, nullptr));         // no rows
+    DeviceArray<float> r(rows * 32), y(rows * 32);
+    EXPECT_FALSE(mlp_down_forward(gu.data, w.data, r.data, dgu.data, y.data, rows, m, 20, 0, nullptr));       // d % 16
+    EXPECT_FALSE(mlp_down_forward(gu.data, w.data, r.data, dgu.data, y.data, rows, 12, 16, 0, nullptr));      // m % 8
+    EXPECT_FALSE(mlp_down_forward(gu.data, w.data, r.data, dgu.data + 1, y.data, rows, m, 16, 0, nullptr));   // unaligned
+    EXPECT_FALSE(mlp_down_forward(gu.data, w.data, r.data, dgu.data, y.data, rows, m, 16, rows + 1, nullptr));  // few rows
     STATETRACK_CUDA(cudaDeviceSynchronize());
     for (const bf16 x : download(dgu)) ASSERT_EQ(value(x), 0.0);
 }

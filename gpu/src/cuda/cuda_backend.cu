@@ -491,8 +491,14 @@ void forward_pass(CudaSession& session, const Plan& p) {
             bf16 *xn2 = as16(ws + a.xn2), *gu = as16(ws + a.gu), *hm = as16(ws + a.hm);
             rmsnorm_forward(ws + a.x_mid, W + sl.norm2, nullptr, ws + a.r2, N, d, d, st, xn2);
             blas.forward(xn2, d, W16 + sl.wgate, gu, 2 * p.m, N, d, 2 * p.m);
-            swiglu_forward(gu, hm, N, p.m, st);
-            blas.forward_residual(hm, p.m, W16 + sl.wdown, ws + a.x_mid, ws + p.x[l + 1], N, p.m, d);
+            // SwiGLU inside the down projection where the shape and the rows allow (h written for the
+            // backward only)
+            if (!session.options.fused_mlp ||
+                !mlp_down_forward(gu, W16 + sl.wdown, ws + a.x_mid, p.training ? hm : nullptr, ws + p.x[l + 1], N, p.m, d,
+                                  mlp_down_forward_rows(), st)) {
+                swiglu_forward(gu, hm, N, p.m, st);
+                blas.forward_residual(hm, p.m, W16 + sl.wdown, ws + a.x_mid, ws + p.x[l + 1], N, p.m, d);
+            }
         } else {
             rmsnorm_forward(ws + a.x_mid, W + sl.norm2, ws + a.xn2, ws + a.r2, N, d, d, st);
             blas.forward(ws + a.xn2, d, W + sl.wgate, ws + a.gu, 2 * p.m, N, d, 2 * p.m);
@@ -599,7 +605,7 @@ void backward_pass(CudaSession& session, const Plan& p) {
             bf16 *dhm = as16(ws + p.s1), *dgu = as16(ws + p.s2);
             wdown_done = side.weight_grad(as16(ws + a.hm), p.m, dx16, d, G + sl.wdown, N, p.m, d);
             // dh stays inside one kernel where the shape allows; else cuBLAS writes it for swiglu_backward
-            if (!mlp_down_backward(dx16, W16 + sl.wdown, as16(ws + a.gu), dgu, N, d, p.m, st)) {
+            if (!session.options.fused_mlp || !mlp_down_backward(dx16, W16 + sl.wdown, as16(ws + a.gu), dgu, N, d, p.m, st)) {
                 blas.input_grad(dx16, d, W16 + sl.wdown, dhm, p.m, N, p.m, d, false);
                 swiglu_backward(as16(ws + a.gu), dhm, dgu, N, p.m, st);
             }

@@ -1,0 +1,272 @@
+// The MLP's down projection with SwiGLU on the bf16 tensor cores (mma.m16n8k16, fp32 accumulation),
+// for --matmul bf16, one kernel each way; the weight stays in shared memory for all of a block's
+// tiles, and tiles of 16 rows stream through two buffers (cp.async), the next tile's rows in flight
+// while this tile's products run. Two blocks an SM (~110 KB of shared memory each at the paper's
+// sizes, d 128, m 256), so that one block's arithmetic runs beside the other's copies.
+//
+// Forward: y = r + h Wdown^T with h = SwiGLU(gu) computed from the tile of gu in shared memory (h
+// goes out for the backward's weight gradient, but is not read back): swiglu_forward wrote h and the
+// residual product read it back, 0.5 KB a row.
+//
+// Backward: from the MLP's output gradient to the gradient of [gate | up]: dh = dy Wdown (the down
+// projection's input gradient, a product over K = d_model) and SwiGLU's backward on it into dgu.
+// cuBLAS wrote dh in bf16 for swiglu_backward to read back with gu; here dh stays in registers (fp32,
+// one rounding fewer), and a row's bytes go from 2.1 to 1.3 KB at the paper's sizes (dy 0.25, dh 0.5
+// written and read back, gu 1, dgu 1). dgu is written in place of gu's tile in shared memory, then
+// out in 16-byte rows.
+#include <cstdint>
+#include <initializer_list>
+
+#include "activations.cuh"
+#include "bf16_tiles.cuh"
+#include "kernels.cuh"
+
+namespace statetrack::gpu::cuda {
+
+namespace {
+
+constexpr unsigned column_block = 32;  // a warp's columns of dh at a time: four 8-column mma tiles
+constexpr unsigned pad = 8;  // bf16 elements after each shared row: ldmatrix and the epilogues hit distinct banks
+
+// Shared rows are padded(columns) elements apart.
+__host__ __device__ unsigned padded(unsigned columns) { return columns + pad; }
+__host__ __device__ unsigned column_blocks(unsigned columns) { return (columns + column_block - 1) / column_block; }
+
+struct MlpShape {
+    unsigned rows, d, m;
+    unsigned tiles;  // ceil(rows / the kernel's rows a tile)
+};
+
+// mlp_down_backward's shared memory, in bf16 elements: the weight [d][ldw] as it lies in the
+// parameters (m rounded up to whole column blocks, zeros past m), then two buffers of a tile's dy
+// rows [down_rows][d + pad] and gu rows [down_rows][2 m + pad].
+constexpr unsigned down_rows = 16, down_warps = 8, down_threads = 32 * down_warps;
+struct DownLayout {
+    unsigned ldw;
+    std::size_t dy, dy_size, gu, gu_size, total;  // buffer b of dy at dy + b dy_size, of gu likewise
+    __host__ __device__ explicit DownLayout(unsigned d, unsigned m)
+        : ldw(padded(column_blocks(m) * column_block)), dy(std::size_t(d) * ldw), dy_size(down_rows * padded(d)),
+          gu(dy + 2 * dy_size), gu_size(down_rows * padded(2 * m)), total(gu + 2 * gu_size) {}
+};
+
+// mlp_down_forward's shared memory, in bf16 elements: the weight [d][ldw] as it lies in the
+// parameters ([out][in]: m rounded up to the mma's k of 16, zeros past m), two buffers of a tile's gu
+// rows [down_rows][2 m + pad], and the tile's h [down_rows][ldw] (zeros past m), the product's A.
+constexpr unsigned forward_columns = 16;  // a warp's columns of y at a time: two 8-column mma tiles
+struct ForwardLayout {
+    unsigned ldw;
+    std::size_t gu, gu_size, h, total;  // buffer b of gu at gu + b gu_size
+    __host__ __device__ explicit ForwardLayout(unsigned d, unsigned m)
+        : ldw(padded((m + 15) / 16 * 16)), gu(std::size_t(d) * ldw), gu_size(down_rows * padded(2 * m)),
+          h(gu + 2 * gu_size), total(h + down_rows * ldw) {}
+};
+
+// acc[nt] += A B for the 16 rows of A (at arow, ldmatrix's addressing: row l % 16, k half l / 16)
+// and NT 8-column tiles of B over k < K. brow: this lane's ldmatrix address of B's first two tiles at
+// k = 0 (matrix l / 8 holds n-tile l / 16, k half (l / 8) % 2); k_step and n_step: the elements from
+// there to k = 16 and to the next two tiles. B stored [k][n] (Transposed: lane l gives row k = l % 8
+// + 8 ((l / 8) % 2) at the tile's first column), or [n][k] (row n = l % 8 + 8 (l / 16), at k = 8 ((l /
+// 8) % 2)).
+template <int NT, bool Transposed>
+__device__ void product16(float (&acc)[NT][4], const bf16* arow, const bf16* brow, unsigned k_step, unsigned n_step,
+                          unsigned K) {
+    static_assert(NT % 2 == 0, "B's tiles come two by two");
+    for (unsigned k0 = 0; k0 < K; k0 += 16, arow += 16, brow += k_step) {
+        std::uint32_t a[4];
+        load_matrices(a, arow);
+#pragma unroll
+        for (int p = 0; p < NT / 2; ++p) {
+            std::uint32_t b[4];
+            load_matrices<Transposed>(b, brow + p * n_step);
+            mma_bf16(acc[2 * p], a, b[0], b[1]);
+            mma_bf16(acc[2 * p + 1], a, b[2], b[3]);
+        }
+    }
+}
+
+// The sigmoid by the fast exponential and division (a few ulp where the IEEE ones take ~20
+// instructions more): the results are rounded to bf16 (8 bits) right after. 0 and 1 in the limits.
+// With the IEEE ones the kernel took 269 us a layer at T = 256 (H100, ncu), with these 222.
+__device__ float sigmoid_fast(float z) { return __fdividef(1.0f, 1.0f + __expf(-z)); }
+
+__global__ void __launch_bounds__(down_threads, 2)
+    mlp_down_backward_kernel(MlpShape s, const bf16* __restrict__ dy, const bf16* __restrict__ w,
+                             const bf16* __restrict__ gu, bf16* __restrict__ dgu) {
+    extern __shared__ __align__(16) bf16 down_shared[];
+    const DownLayout at(s.d, s.m);
+    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+    const unsigned ldd = padded(s.d), ldw = at.ldw, ldg = padded(2 * s.m), blocks = column_blocks(s.m);
+
+    // the weight (zeros in the columns past m) and the first tile's rows, one group of copies
+    for (unsigned i = threadIdx.x; i < s.d * blocks * (column_block / 8); i += down_threads) {
+        const unsigned o = i / (blocks * column_block / 8), c = i % (blocks * column_block / 8);
+        copy16(down_shared + o * ldw + 8 * c, w + std::size_t(o) * s.m + (8 * c < s.m ? 8 * c : 0), 8 * c < s.m);
+    }
+    auto start_tile = [&](unsigned tile, unsigned buffer) {
+        start_rows(down_shared + at.dy + buffer * at.dy_size, ldd, dy, s.d, tile * down_rows, down_rows, s.rows, s.d);
+        start_rows(down_shared + at.gu + buffer * at.gu_size, ldg, gu, 2 * s.m, tile * down_rows, down_rows, s.rows,
+                   2 * s.m);
+    };
+    unsigned t = blockIdx.x;
+    if (t < s.tiles) start_tile(t, 0);
+    commit_copies();
+
+    for (unsigned b = 0; t < s.tiles; t += gridDim.x, b ^= 1) {
+        const bf16* sdy = down_shared + at.dy + b * at.dy_size;
+        bf16* sgu = down_shared + at.gu + b * at.gu_size;
+        const unsigned next = t + gridDim.x;
+        __syncthreads();  // buffer b ^ 1 (the tile before) is copied out: it takes the next tile
+        if (next < s.tiles) start_tile(next, b ^ 1);
+        commit_copies();
+        wait_copies<1>();  // this tile's group (and the weight's, the first time)
+        __syncthreads();
+
+        // dh for the tile's 16 rows and each of the warp's 32-column blocks, then SwiGLU's backward into
+        // the gu tile: the gate's and the up's columns j and m + j of a row are this lane's alone.
+        const bf16* arow = sdy + (lane % 16) * ldd + 8 * (lane / 16);
+        for (unsigned cb = warp; cb < blocks; cb += down_warps) {
+            const unsigned n0 = cb * column_block;
+            float acc[4][4] = {};
+            // B = Wdown stored [k][n]: this lane's row (k) l % 8 + 8 ((l / 8) % 2), columns from n0 + 8 (l / 16)
+            const bf16* brow = down_shared + (lane % 8 + 8 * ((lane / 8) % 2)) * ldw + n0 + 8 * (lane / 16);
+            product16<4, true>(acc, arow, brow, 16 * ldw, 16, s.d);
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+                for (int hi = 0; hi < 2; ++hi) {
+                    const unsigned r = g + 8 * hi, j = n0 + 8 * nt + 2 * q;
+                    if (j >= s.m) continue;  // the zero columns of the last block (m even: j + 1 < m too)
+                    __nv_bfloat162* gate = reinterpret_cast<__nv_bfloat162*>(sgu + r * ldg + j);
+                    __nv_bfloat162* up = reinterpret_cast<__nv_bfloat162*>(sgu + r * ldg + s.m + j);
+                    const float2 a2 = __bfloat1622float2(*gate), u2 = __bfloat1622float2(*up);
+                    const float d0 = acc[nt][2 * hi], d1 = acc[nt][2 * hi + 1];
+                    const float s0 = sigmoid_fast(a2.x), s1 = sigmoid_fast(a2.y);
+                    // d u silu'(a) for the gate, d silu(a) for the up, as swiglu_backward_kernel
+                    *gate = __floats2bfloat162_rn(d0 * u2.x * (s0 * (1.0f + a2.x * (1.0f - s0))),
+                                                  d1 * u2.y * (s1 * (1.0f + a2.y * (1.0f - s1))));
+                    *up = __floats2bfloat162_rn(d0 * (a2.x * s0), d1 * (a2.y * s1));
+                }
+        }
+        __syncthreads();
+        store_rows(dgu, 2 * s.m, sgu, ldg, t * down_rows, down_rows, s.rows, 2 * s.m);
+    }
+    wait_copies<0>();  // no copy outlives the block
+}
+
+// y = r + SwiGLU(gu) Wdown^T for 16 rows a tile; h = SwiGLU(gu) also out to h_out unless it is null
+// (training keeps it for the weight gradient).
+__global__ void __launch_bounds__(down_threads, 2)
+    mlp_down_forward_kernel(MlpShape s, const bf16* __restrict__ gu, const bf16* __restrict__ w,
+                            const float* __restrict__ r, bf16* __restrict__ h_out, float* __restrict__ y) {
+    extern __shared__ __align__(16) bf16 down_shared[];
+    const ForwardLayout at(s.d, s.m);
+    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+    const unsigned ldg = padded(2 * s.m), ldw = at.ldw, k_chunks = (ldw - pad) / 8;
+    bf16* sh = down_shared + at.h;
+
+    // the weight (zeros in the columns past m) and the first tile's rows, one group of copies
+    for (unsigned i = threadIdx.x; i < s.d * k_chunks; i += down_threads) {
+        const unsigned o = i / k_chunks, c = i % k_chunks;
+        copy16(down_shared + o * ldw + 8 * c, w + std::size_t(o) * s.m + (8 * c < s.m ? 8 * c : 0), 8 * c < s.m);
+    }
+    auto start_tile = [&](unsigned tile, unsigned buffer) {
+        start_rows(down_shared + at.gu + buffer * at.gu_size, ldg, gu, 2 * s.m, tile * down_rows, down_rows, s.rows,
+                   2 * s.m);
+    };
+    unsigned t = blockIdx.x;
+    if (t < s.tiles) start_tile(t, 0);
+    commit_copies();
+
+    for (unsigned b = 0; t < s.tiles; t += gridDim.x, b ^= 1) {
+        const bf16* sgu = down_shared + at.gu + b * at.gu_size;
+        const unsigned next = t + gridDim.x, row0 = t * down_rows;
+        __syncthreads();  // buffer b ^ 1 and the h tile (the tile before) are read: they take the next ones
+        if (next < s.tiles) start_tile(next, b ^ 1);
+        commit_copies();
+        wait_copies<1>();  // this tile's group (and the weight's, the first time)
+        __syncthreads();
+
+        // h = silu(gate) up, 8 columns a thread, as swiglu_forward computes it: into the h tile, and out
+        for (unsigned i = threadIdx.x; i < down_rows * k_chunks; i += down_threads) {
+            const unsigned rr = i / k_chunks, j = 8 * (i % k_chunks);
+            uint4 out = make_uint4(0, 0, 0, 0);  // the columns past m: zeros
+            if (j < s.m) {
+                const uint4 gate4 = *reinterpret_cast<const uint4*>(sgu + rr * ldg + j);
+                const uint4 up4 = *reinterpret_cast<const uint4*>(sgu + rr * ldg + s.m + j);
+                const __nv_bfloat162* gate = reinterpret_cast<const __nv_bfloat162*>(&gate4);
+                const __nv_bfloat162* up = reinterpret_cast<const __nv_bfloat162*>(&up4);
+                __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&out);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const float2 a2 = __bfloat1622float2(gate[e]), u2 = __bfloat1622float2(up[e]);
+                    h[e] = __floats2bfloat162_rn(siluf(a2.x) * u2.x, siluf(a2.y) * u2.y);
+                }
+                if (h_out && row0 + rr < s.rows) *reinterpret_cast<uint4*>(h_out + std::size_t(row0 + rr) * s.m + j) = out;
+            }
+            *reinterpret_cast<uint4*>(sh + rr * ldw + j) = out;
+        }
+        __syncthreads();
+
+        // y for the tile's 16 rows and each of the warp's 16-column blocks: r's entries are loaded
+        // first, so that their latency passes during the product
+        const bf16* arow = sh + (lane % 16) * ldw + 8 * (lane / 16);
+        for (unsigned n0 = warp * forward_columns; n0 < s.d; n0 += down_warps * forward_columns) {
+            float2 res[2][2];
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                for (int hi = 0; hi < 2; ++hi) {
+                    const unsigned row = row0 + g + 8 * hi;
+                    res[nt][hi] = row < s.rows ? *reinterpret_cast<const float2*>(r + std::size_t(row) * s.d + n0 + 8 * nt + 2 * q)
+                                               : make_float2(0.0f, 0.0f);
+                }
+            float acc[2][4] = {};
+            // B = Wdown stored [n][k]: this lane's row (n) n0 + l % 8 + 8 (l / 16), columns from 8 ((l / 8) % 2)
+            const bf16* brow = down_shared + (n0 + lane % 8 + 8 * (lane / 16)) * ldw + 8 * ((lane / 8) % 2);
+            product16<2, false>(acc, arow, brow, 16, 16 * ldw, ldw - pad);
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                for (int hi = 0; hi < 2; ++hi) {
+                    const unsigned row = row0 + g + 8 * hi;
+                    if (row < s.rows)
+                        *reinterpret_cast<float2*>(y + std::size_t(row) * s.d + n0 + 8 * nt + 2 * q) =
+                            make_float2(acc[nt][2 * hi] + res[nt][hi].x, acc[nt][2 * hi + 1] + res[nt][hi].y);
+                }
+        }
+    }
+    wait_copies<0>();  // no copy outlives the block
+}
+
+// Where the shapes fit the kernel: d a multiple of 16 (the mma's k), m of 8 (16-byte rows of gate
+// and up), 16-byte aligned arrays.
+bool fits(std::size_t rows, std::size_t d, std::size_t m, std::initializer_list<const void*> arrays) {
+    if (rows == 0 || rows >= (1u << 31) || d == 0 || d % 16 || d > 4096 || m == 0 || m % 8 || m > 4096) return false;
+    for (const void* p : arrays)
+        if (!aligned16(p)) return false;
+    return true;
+}
+
+}  // namespace
+
+std::size_t mlp_down_forward_rows() { return std::size_t(16) * down_rows * 2 * sm_count(); }
+
+bool mlp_down_backward(const bf16* dy, const bf16* w_down, const bf16* gu, bf16* dgu, std::size_t rows, std::size_t d,
+                       std::size_t m, cudaStream_t stream) {
+    if (!fits(rows, d, m, {dy, w_down, gu, dgu})) return false;
+    const MlpShape s{unsigned(rows), unsigned(d), unsigned(m), unsigned((rows + down_rows - 1) / down_rows)};
+    const std::size_t bytes = DownLayout(s.d, s.m).total * sizeof(bf16);
+    return launch_persistent(mlp_down_backward_kernel, down_threads, bytes, 2, s.tiles, "mlp_down_backward", stream, s,
+                             dy, w_down, gu, dgu);
+}
+
+bool mlp_down_forward(const bf16* gu, const bf16* w_down, const float* r, bf16* h, float* y, std::size_t rows,
+                      std::size_t m, std::size_t d, std::size_t min_rows, cudaStream_t stream) {
+    if (rows < min_rows || !fits(rows, d, m, {gu, w_down, r, h, y})) return false;
+    const MlpShape s{unsigned(rows), unsigned(d), unsigned(m), unsigned((rows + down_rows - 1) / down_rows)};
+    const std::size_t bytes = ForwardLayout(s.d, s.m).total * sizeof(bf16);
+    return launch_persistent(mlp_down_forward_kernel, down_threads, bytes, 2, s.tiles, "mlp_down_forward", stream, s,
+                             gu, w_down, r, h, y);
+}
+
+}  // namespace statetrack::gpu::cuda
