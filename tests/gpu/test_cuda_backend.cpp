@@ -654,17 +654,18 @@ TEST(CudaBackend, Bf16WeightCopyFollowsEveryUpdate) {
     EXPECT_NE(logits_of(trained), logits_of(stale));
 }
 
-// The MLP's kernels of our own (mlp_down.cu) against cuBLAS and the SwiGLU kernels apart
-// (CudaOptions::fused_mlp), in whole bf16 steps on enough rows for the forward kernel too (16 tiles a
-// block: the CPU comparisons' batches are far smaller, and at this size the bf16 forward alone is past
-// their bounds). The two paths differ only in fp32 summation order and one bf16 rounding of the hidden
-// gradient; a tensor the kernels left unwritten would be NaN (the workspace is poisoned).
-TEST(CudaBackend, Bf16MlpKernelsMatchCublasOnManyRows) {
+// The products of our own with SwiGLU or an RMSNorm inside (mlp_down.cu) against cuBLAS, the SwiGLU
+// and the norm kernels apart (CudaOptions::fused_products), in whole bf16 steps on enough rows for the
+// forward kernels too (16 tiles a block: the CPU comparisons' batches are far smaller, and at this
+// size the bf16 forward alone is past their bounds). The two paths differ only in summation orders
+// and one bf16 rounding of the hidden gradient; a tensor the kernels left unwritten would be NaN
+// (the workspace is poisoned).
+TEST(CudaBackend, Bf16FusedProductsMatchCublasOnManyRows) {
     SKIP_WITHOUT_GPU();
     const auto c = config_for("deltanet", EigRange::signed_unit, 32, 2);  // d 32, MLP width 24
     const std::size_t B = 300, T = 256;
 #if STATETRACK_TEST_KERNELS
-    ASSERT_GE(B * T, cuda::mlp_down_forward_rows()) << "too few rows for the forward kernel on this GPU";
+    ASSERT_GE(B * T, cuda::fused_forward_rows()) << "too few rows for the forward kernel on this GPU";
 #endif
     const auto layout = parameter_layout(c);
     const std::vector<float> w = random_float_params(layout, 931);
@@ -673,7 +674,7 @@ TEST(CudaBackend, Bf16MlpKernelsMatchCublasOnManyRows) {
     double loss[2];
     for (int fused = 0; fused < 2; ++fused) {
         CudaOptions options{MatmulPrecision::bf16, false, true};
-        options.packed = false, options.fused_mlp = fused == 1;
+        options.packed = false, options.fused_products = fused == 1;
         CudaSession session = make_cuda_session(c, options);
         upload_parameters(session, w);
         cuda_forward(session, batch, logits[fused]);
@@ -690,7 +691,7 @@ TEST(CudaBackend, Bf16MlpKernelsMatchCublasOnManyRows) {
         worst = std::max(worst, diff);
         EXPECT_LT(diff, 2e-2) << t.name;
     }
-    std::printf("bf16 MLP kernels against cuBLAS, %zu rows: logits %.2e, worst gradient tensor %.2e\n", B * T, logit_diff,
+    std::printf("bf16 fused products against cuBLAS, %zu rows: logits %.2e, worst gradient tensor %.2e\n", B * T, logit_diff,
                 worst);
 }
 

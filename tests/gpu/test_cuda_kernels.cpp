@@ -185,6 +185,66 @@ TEST(CudaKernels, MlpDownForwardMatchesFp64OverManyTiles) {
     }
 }
 
+// The product with the RMSNorm after it (the mixer's output product and the MLP's norm), over shapes
+// like the forward kernel's (k, the product's depth, a multiple of 16): y against r + x w^T in fp64
+// (2^-16 of the sum of |terms|), rinv against the norm of the kernel's own y in fp64 (2^-20
+// relative), xn against gain y rinv (its bf16 rounding). Outputs poisoned first.
+TEST(CudaKernels, ResidualNormForwardMatchesFp64OverManyTiles) {
+    SKIP_WITHOUT_GPU();
+    for (const MlpCase c : {MlpCase{1000, 48, 32}, MlpCase{40001, 128, 128}, MlpCase{7, 16, 16}, MlpCase{3000, 128, 128}}) {
+        const std::size_t k = c.m;
+        Rng rng = make_rng(c.rows + c.d + k, 13);
+        const auto x = random_bf16(c.rows * k, 1.0, rng), w = random_bf16(c.d * k, 0.1, rng);
+        std::vector<float> r(c.rows * c.d), gain(c.d);
+        for (float& v : r) v = float(normal(rng));
+        for (float& v : gain) v = float(1.0 + 0.2 * normal(rng));
+        DeviceArray<bf16> dx(x.size()), dw(w.size()), dxn(c.rows * c.d);
+        DeviceArray<float> dr(r.size()), dgain(gain.size()), dy(r.size()), drinv(c.rows);
+        upload(dx, x), upload(dw, w), upload(dr, r), upload(dgain, gain);
+        STATETRACK_CUDA(cudaMemset(dxn.data, 0xff, dxn.size * sizeof(bf16)));
+        STATETRACK_CUDA(cudaMemset(dy.data, 0xff, dy.size * sizeof(float)));
+        STATETRACK_CUDA(cudaMemset(drinv.data, 0xff, drinv.size * sizeof(float)));
+        const bool ran = residual_norm_forward(dx.data, dw.data, dr.data, dy.data, dgain.data, dxn.data, drinv.data, c.rows,
+                                               k, c.d, 0, nullptr);
+        STATETRACK_CUDA(cudaDeviceSynchronize());
+        if (!device_runs_bf16_mma()) {
+            EXPECT_FALSE(ran) << "the kernel needs sm_80's bf16 mma";
+            continue;
+        }
+        ASSERT_TRUE(ran) << "rows " << c.rows << " d " << c.d << " k " << k;
+        const auto y = download(dy), rinv = download(drinv);
+        const auto xn = download(dxn);
+        std::size_t bad = 0;
+        double worst_y = 0, worst_r = 0, worst_xn = 0;
+        auto note = [&bad](double err, double& worst) {
+            if (!(err <= 1.0)) ++bad;
+            if (err > worst || std::isnan(err)) worst = err;
+        };
+        for (std::size_t row = 0; row < c.rows; ++row) {
+            double squares = 0;
+            for (std::size_t o = 0; o < c.d; ++o) {
+                double want = r[row * c.d + o], magnitude = std::abs(want);
+                for (std::size_t j = 0; j < k; ++j) {
+                    const double term = value(x[row * k + j]) * value(w[o * k + j]);
+                    want += term, magnitude += std::abs(term);
+                }
+                const double got = y[row * c.d + o];
+                note(std::abs(got - want) / (0x1p-16 * magnitude + 1e-30), worst_y);
+                squares += got * got;
+            }
+            const double want_r = 1.0 / std::sqrt(squares / double(c.d) + 1e-6);
+            note(std::abs(rinv[row] - want_r) / (0x1p-20 * want_r), worst_r);
+            for (std::size_t o = 0; o < c.d; ++o) {
+                const double want = double(gain[o]) * y[row * c.d + o] * want_r;
+                note(std::abs(value(xn[row * c.d + o]) - want) / ((0x1p-8 + 0x1p-14) * std::abs(want) + 1e-30), worst_xn);
+            }
+        }
+        EXPECT_EQ(bad, 0u) << "rows " << c.rows << " d " << c.d << " k " << k;
+        std::printf("residual_norm_forward rows %zu d %zu k %zu: worst error y %.3f, rinv %.3f, xn %.3f of its bound\n",
+                    c.rows, c.d, k, worst_y, worst_r, worst_xn);
+    }
+}
+
 // Shapes the kernels do not take launch nothing and leave the outputs as they were (the backend then
 // runs cuBLAS with swiglu_backward or swiglu_forward).
 TEST(CudaKernels, MlpDownKernelsRefuseShapesTheyDoNotFit) {
@@ -201,6 +261,11 @@ TEST(CudaKernels, MlpDownKernelsRefuseShapesTheyDoNotFit) {
     EXPECT_FALSE(mlp_down_forward(gu.data, w.data, r.data, dgu.data, y.data, rows, 12, 16, 0, nullptr));      // m % 8
     EXPECT_FALSE(mlp_down_forward(gu.data, w.data, r.data, dgu.data + 1, y.data, rows, m, 16, 0, nullptr));   // unaligned
     EXPECT_FALSE(mlp_down_forward(gu.data, w.data, r.data, dgu.data, y.data, rows, m, 16, rows + 1, nullptr));  // few rows
+    DeviceArray<float> rinv(rows);
+    EXPECT_FALSE(residual_norm_forward(gu.data, w.data, r.data, y.data, r.data, dgu.data, rinv.data, rows, 24, 16, 0,
+                                       nullptr));  // k % 16
+    EXPECT_FALSE(residual_norm_forward(gu.data, w.data, r.data, y.data, r.data, dgu.data + 1, rinv.data, rows, 16, 16, 0,
+                                       nullptr));  // unaligned
     STATETRACK_CUDA(cudaDeviceSynchronize());
     for (const bf16 x : download(dgu)) ASSERT_EQ(value(x), 0.0);
 }

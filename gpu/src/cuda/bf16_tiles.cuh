@@ -77,6 +77,16 @@ __device__ inline void start_rows(T* dst, unsigned ld_dst, const T* src, std::si
         copy16(dst + r * ld_dst + per_chunk * c, src + std::size_t(valid ? row : 0) * ld_src + per_chunk * c, valid);
     }
 }
+// Starts the copies of a whole [rows][cols] matrix (a weight; cols a multiple of 8) into shared rows
+// ld_dst apart, with zeros in the columns from cols up to padded_cols (a multiple of 8).
+__device__ inline void start_matrix(bf16* dst, unsigned ld_dst, const bf16* src, unsigned rows, unsigned cols,
+                                    unsigned padded_cols) {
+    const unsigned chunks = padded_cols / 8;
+    for (unsigned i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
+        const unsigned r = i / chunks, c = 8 * (i % chunks);
+        copy16(dst + r * ld_dst + c, src + std::size_t(r) * cols + (c < cols ? c : 0), c < cols);
+    }
+}
 // A shared tile's rows out to global rows row0 .. (those before `total`), 16 bytes a thread.
 template <class T>
 __device__ inline void store_rows(T* dst, std::size_t ld_dst, const T* src, unsigned ld_src, unsigned row0,

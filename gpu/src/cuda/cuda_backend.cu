@@ -451,6 +451,7 @@ void forward_pass(CudaSession& session, const Plan& p) {
     for (std::size_t l = 0; l < c.layers; ++l) {
         const LayerSlots& sl = L.layers[l];
         const LayerActs& a = p.layers[l];
+        bool normed2 = false;  // x_mid's norm (xn2, r2) written with x_mid itself
         if (l > 0 || !embedded)
             rmsnorm_forward(ws + p.x[l], W + sl.norm1, ws + a.xn1, ws + a.r1, N, d, d, st,
                             p.proj16 ? as16(ws + a.xn1) : nullptr);
@@ -484,18 +485,24 @@ void forward_pass(CudaSession& session, const Plan& p) {
             else zero_past_lengths(ws + a.o, d, d, p.B, p.T, lengths, st);
             rmsnorm_forward(ws + a.o, W + sl.onorm, ws + a.on, ws + a.ro, N, d, p.dh, st,
                             p.proj16 ? as16(ws + a.on) : nullptr);
-            if (p.proj16) blas.forward_residual(as16(ws + a.on), d, W16 + sl.wo, ws + p.x[l], ws + a.x_mid, N, d, d);
-            else blas.forward_residual(ws + a.on, d, W + sl.wo, ws + p.x[l], ws + a.x_mid, N, d, d);
+            // the output product and the MLP's norm in one kernel where the shape and the rows allow
+            normed2 = p.proj16 && session.options.fused_products &&
+                      residual_norm_forward(as16(ws + a.on), W16 + sl.wo, ws + p.x[l], ws + a.x_mid, W + sl.norm2,
+                                            as16(ws + a.xn2), ws + a.r2, N, d, d, fused_forward_rows(), st);
+            if (!normed2) {
+                if (p.proj16) blas.forward_residual(as16(ws + a.on), d, W16 + sl.wo, ws + p.x[l], ws + a.x_mid, N, d, d);
+                else blas.forward_residual(ws + a.on, d, W + sl.wo, ws + p.x[l], ws + a.x_mid, N, d, d);
+            }
         }
         if (p.mlp16) {
             bf16 *xn2 = as16(ws + a.xn2), *gu = as16(ws + a.gu), *hm = as16(ws + a.hm);
-            rmsnorm_forward(ws + a.x_mid, W + sl.norm2, nullptr, ws + a.r2, N, d, d, st, xn2);
+            if (!normed2) rmsnorm_forward(ws + a.x_mid, W + sl.norm2, nullptr, ws + a.r2, N, d, d, st, xn2);
             blas.forward(xn2, d, W16 + sl.wgate, gu, 2 * p.m, N, d, 2 * p.m);
             // SwiGLU inside the down projection where the shape and the rows allow (h written for the
             // backward only)
-            if (!session.options.fused_mlp ||
+            if (!session.options.fused_products ||
                 !mlp_down_forward(gu, W16 + sl.wdown, ws + a.x_mid, p.training ? hm : nullptr, ws + p.x[l + 1], N, p.m, d,
-                                  mlp_down_forward_rows(), st)) {
+                                  fused_forward_rows(), st)) {
                 swiglu_forward(gu, hm, N, p.m, st);
                 blas.forward_residual(hm, p.m, W16 + sl.wdown, ws + a.x_mid, ws + p.x[l + 1], N, p.m, d);
             }
@@ -605,7 +612,7 @@ void backward_pass(CudaSession& session, const Plan& p) {
             bf16 *dhm = as16(ws + p.s1), *dgu = as16(ws + p.s2);
             wdown_done = side.weight_grad(as16(ws + a.hm), p.m, dx16, d, G + sl.wdown, N, p.m, d);
             // dh stays inside one kernel where the shape allows; else cuBLAS writes it for swiglu_backward
-            if (!session.options.fused_mlp || !mlp_down_backward(dx16, W16 + sl.wdown, as16(ws + a.gu), dgu, N, d, p.m, st)) {
+            if (!session.options.fused_products || !mlp_down_backward(dx16, W16 + sl.wdown, as16(ws + a.gu), dgu, N, d, p.m, st)) {
                 blas.input_grad(dx16, d, W16 + sl.wdown, dhm, p.m, N, p.m, d, false);
                 swiglu_backward(as16(ws + a.gu), dhm, dgu, N, p.m, st);
             }

@@ -20,6 +20,7 @@
 #include "activations.cuh"
 #include "bf16_tiles.cuh"
 #include "kernels.cuh"
+#include "warp_sums.cuh"
 
 namespace statetrack::gpu::cuda {
 
@@ -49,16 +50,19 @@ struct DownLayout {
           gu(dy + 2 * dy_size), gu_size(down_rows * padded(2 * m)), total(gu + 2 * gu_size) {}
 };
 
-// mlp_down_forward's shared memory, in bf16 elements: the weight [d][ldw] as it lies in the
-// parameters ([out][in]: m rounded up to the mma's k of 16, zeros past m), two buffers of a tile's gu
-// rows [down_rows][2 m + pad], and the tile's h [down_rows][ldw] (zeros past m), the product's A.
+// The forward kernel's shared memory, in bf16 elements: the weight [d][ldw] as it lies in the
+// parameters ([out][in]: k rounded up to the mma's 16, zeros past k), two buffers of a tile's input
+// rows [down_rows][ldi] (gu's 2 k columns, or x's k), then SwiGLU's h [down_rows][ldw] (zeros past
+// k), the product's A there; or, with the norm, the tile's y [down_rows][d + 4] in fp32.
 constexpr unsigned forward_columns = 16;  // a warp's columns of y at a time: two 8-column mma tiles
+__host__ __device__ unsigned y_stride(unsigned d) { return d + 4; }  // floats: 16-byte rows, distinct banks
 struct ForwardLayout {
-    unsigned ldw;
-    std::size_t gu, gu_size, h, total;  // buffer b of gu at gu + b gu_size
-    __host__ __device__ explicit ForwardLayout(unsigned d, unsigned m)
-        : ldw(padded((m + 15) / 16 * 16)), gu(std::size_t(d) * ldw), gu_size(down_rows * padded(2 * m)),
-          h(gu + 2 * gu_size), total(h + down_rows * ldw) {}
+    unsigned ldw, ldi;
+    std::size_t in, in_size, tail, total;  // buffer b of the input at in + b in_size; h or y at tail
+    __host__ __device__ ForwardLayout(unsigned d, unsigned k, bool swiglu)
+        : ldw(padded((k + 15) / 16 * 16)), ldi(padded(swiglu ? 2 * k : k)), in(std::size_t(d) * ldw),
+          in_size(down_rows * ldi), tail(in + 2 * in_size),
+          total(tail + (swiglu ? down_rows * ldw : 2 * down_rows * y_stride(d))) {}
 };
 
 // acc[nt] += A B for the 16 rows of A (at arow, ldmatrix's addressing: row l % 16, k half l / 16)
@@ -98,10 +102,7 @@ __global__ void __launch_bounds__(down_threads, 2)
     const unsigned ldd = padded(s.d), ldw = at.ldw, ldg = padded(2 * s.m), blocks = column_blocks(s.m);
 
     // the weight (zeros in the columns past m) and the first tile's rows, one group of copies
-    for (unsigned i = threadIdx.x; i < s.d * blocks * (column_block / 8); i += down_threads) {
-        const unsigned o = i / (blocks * column_block / 8), c = i % (blocks * column_block / 8);
-        copy16(down_shared + o * ldw + 8 * c, w + std::size_t(o) * s.m + (8 * c < s.m ? 8 * c : 0), 8 * c < s.m);
-    }
+    start_matrix(down_shared, ldw, w, s.d, s.m, blocks * column_block);
     auto start_tile = [&](unsigned tile, unsigned buffer) {
         start_rows(down_shared + at.dy + buffer * at.dy_size, ldd, dy, s.d, tile * down_rows, down_rows, s.rows, s.d);
         start_rows(down_shared + at.gu + buffer * at.gu_size, ldg, gu, 2 * s.m, tile * down_rows, down_rows, s.rows,
@@ -153,63 +154,78 @@ __global__ void __launch_bounds__(down_threads, 2)
     wait_copies<0>();  // no copy outlives the block
 }
 
-// y = r + SwiGLU(gu) Wdown^T for 16 rows a tile; h = SwiGLU(gu) also out to h_out unless it is null
-// (training keeps it for the weight gradient).
-__global__ void __launch_bounds__(down_threads, 2)
-    mlp_down_forward_kernel(MlpShape s, const bf16* __restrict__ gu, const bf16* __restrict__ w,
-                            const float* __restrict__ r, bf16* __restrict__ h_out, float* __restrict__ y) {
-    extern __shared__ __align__(16) bf16 down_shared[];
-    const ForwardLayout at(s.d, s.m);
-    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
-    const unsigned ldg = padded(2 * s.m), ldw = at.ldw, k_chunks = (ldw - pad) / 8;
-    bf16* sh = down_shared + at.h;
+// The arrays of the forward kernel: y = r + A w^T, A = SwiGLU(in) or in itself; Norm: the RMSNorm
+// of y after it, xn = gain y rinv in bf16, as rmsnorm_forward computes it.
+struct ForwardArgs {
+    const bf16* in;  // [rows][2 k]: [gate | up] (SwiGLU), or [rows][k]
+    const bf16* w;   // [d][k]
+    const float* r;  // [rows][d]
+    bf16* h_out;     // SwiGLU: h [rows][k] for the backward, or null
+    float* y;        // [rows][d]
+    const float* gain;
+    bf16* xn;     // Norm: [rows][d]
+    float* rinv;  // Norm: [rows]
+    unsigned rows, k, d, tiles;
+};
 
-    // the weight (zeros in the columns past m) and the first tile's rows, one group of copies
-    for (unsigned i = threadIdx.x; i < s.d * k_chunks; i += down_threads) {
-        const unsigned o = i / k_chunks, c = i % k_chunks;
-        copy16(down_shared + o * ldw + 8 * c, w + std::size_t(o) * s.m + (8 * c < s.m ? 8 * c : 0), 8 * c < s.m);
-    }
+// 16 rows a tile: the input's rows arrive by cp.async (the next tile's while this one computes);
+// SwiGLU's h goes into its tile (and out to h_out); each warp takes 16-column blocks of y, r's
+// entries loaded before the product so that their latency passes during it.
+template <bool Swiglu, bool Norm>
+__global__ void __launch_bounds__(down_threads, 2) residual_forward_kernel(ForwardArgs s) {
+    static_assert(!(Swiglu && Norm), "h's tile and y's share the shared memory's tail");
+    extern __shared__ __align__(16) bf16 down_shared[];
+    const ForwardLayout at(s.d, s.k, Swiglu);
+    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+    const unsigned ldi = at.ldi, ldw = at.ldw, k_chunks = (ldw - pad) / 8, in_cols = Swiglu ? 2 * s.k : s.k;
+    bf16* sh = down_shared + at.tail;
+    float* sy = reinterpret_cast<float*>(down_shared + at.tail);
+    const unsigned ldy = y_stride(s.d);
+
+    // the weight (zeros in the columns past k) and the first tile's rows, one group of copies
+    start_matrix(down_shared, ldw, s.w, s.d, s.k, 8 * k_chunks);
     auto start_tile = [&](unsigned tile, unsigned buffer) {
-        start_rows(down_shared + at.gu + buffer * at.gu_size, ldg, gu, 2 * s.m, tile * down_rows, down_rows, s.rows,
-                   2 * s.m);
+        start_rows(down_shared + at.in + buffer * at.in_size, ldi, s.in, in_cols, tile * down_rows, down_rows, s.rows,
+                   in_cols);
     };
     unsigned t = blockIdx.x;
     if (t < s.tiles) start_tile(t, 0);
     commit_copies();
 
     for (unsigned b = 0; t < s.tiles; t += gridDim.x, b ^= 1) {
-        const bf16* sgu = down_shared + at.gu + b * at.gu_size;
+        const bf16* sin = down_shared + at.in + b * at.in_size;
         const unsigned next = t + gridDim.x, row0 = t * down_rows;
-        __syncthreads();  // buffer b ^ 1 and the h tile (the tile before) are read: they take the next ones
+        __syncthreads();  // buffer b ^ 1 and the tail (the tile before) are read: they take the next ones
         if (next < s.tiles) start_tile(next, b ^ 1);
         commit_copies();
         wait_copies<1>();  // this tile's group (and the weight's, the first time)
         __syncthreads();
 
-        // h = silu(gate) up, 8 columns a thread, as swiglu_forward computes it: into the h tile, and out
-        for (unsigned i = threadIdx.x; i < down_rows * k_chunks; i += down_threads) {
-            const unsigned rr = i / k_chunks, j = 8 * (i % k_chunks);
-            uint4 out = make_uint4(0, 0, 0, 0);  // the columns past m: zeros
-            if (j < s.m) {
-                const uint4 gate4 = *reinterpret_cast<const uint4*>(sgu + rr * ldg + j);
-                const uint4 up4 = *reinterpret_cast<const uint4*>(sgu + rr * ldg + s.m + j);
-                const __nv_bfloat162* gate = reinterpret_cast<const __nv_bfloat162*>(&gate4);
-                const __nv_bfloat162* up = reinterpret_cast<const __nv_bfloat162*>(&up4);
-                __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&out);
+        if constexpr (Swiglu) {
+            // h = silu(gate) up, 8 columns a thread, as swiglu_forward computes it: into the h tile, and out
+            for (unsigned i = threadIdx.x; i < down_rows * k_chunks; i += down_threads) {
+                const unsigned rr = i / k_chunks, j = 8 * (i % k_chunks);
+                uint4 out = make_uint4(0, 0, 0, 0);  // the columns past k: zeros
+                if (j < s.k) {
+                    const uint4 gate4 = *reinterpret_cast<const uint4*>(sin + rr * ldi + j);
+                    const uint4 up4 = *reinterpret_cast<const uint4*>(sin + rr * ldi + s.k + j);
+                    const __nv_bfloat162* gate = reinterpret_cast<const __nv_bfloat162*>(&gate4);
+                    const __nv_bfloat162* up = reinterpret_cast<const __nv_bfloat162*>(&up4);
+                    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&out);
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const float2 a2 = __bfloat1622float2(gate[e]), u2 = __bfloat1622float2(up[e]);
-                    h[e] = __floats2bfloat162_rn(siluf(a2.x) * u2.x, siluf(a2.y) * u2.y);
+                    for (int e = 0; e < 4; ++e) {
+                        const float2 a2 = __bfloat1622float2(gate[e]), u2 = __bfloat1622float2(up[e]);
+                        h[e] = __floats2bfloat162_rn(siluf(a2.x) * u2.x, siluf(a2.y) * u2.y);
+                    }
+                    if (s.h_out && row0 + rr < s.rows)
+                        *reinterpret_cast<uint4*>(s.h_out + std::size_t(row0 + rr) * s.k + j) = out;
                 }
-                if (h_out && row0 + rr < s.rows) *reinterpret_cast<uint4*>(h_out + std::size_t(row0 + rr) * s.m + j) = out;
+                *reinterpret_cast<uint4*>(sh + rr * ldw + j) = out;
             }
-            *reinterpret_cast<uint4*>(sh + rr * ldw + j) = out;
+            __syncthreads();
         }
-        __syncthreads();
 
-        // y for the tile's 16 rows and each of the warp's 16-column blocks: r's entries are loaded
-        // first, so that their latency passes during the product
-        const bf16* arow = sh + (lane % 16) * ldw + 8 * (lane / 16);
+        const bf16* arow = Swiglu ? sh + (lane % 16) * ldw + 8 * (lane / 16) : sin + (lane % 16) * ldi + 8 * (lane / 16);
         for (unsigned n0 = warp * forward_columns; n0 < s.d; n0 += down_warps * forward_columns) {
             float2 res[2][2];
 #pragma unroll
@@ -217,22 +233,47 @@ __global__ void __launch_bounds__(down_threads, 2)
 #pragma unroll
                 for (int hi = 0; hi < 2; ++hi) {
                     const unsigned row = row0 + g + 8 * hi;
-                    res[nt][hi] = row < s.rows ? *reinterpret_cast<const float2*>(r + std::size_t(row) * s.d + n0 + 8 * nt + 2 * q)
-                                               : make_float2(0.0f, 0.0f);
+                    res[nt][hi] = row < s.rows
+                                      ? *reinterpret_cast<const float2*>(s.r + std::size_t(row) * s.d + n0 + 8 * nt + 2 * q)
+                                      : make_float2(0.0f, 0.0f);
                 }
             float acc[2][4] = {};
-            // B = Wdown stored [n][k]: this lane's row (n) n0 + l % 8 + 8 (l / 16), columns from 8 ((l / 8) % 2)
+            // B = w stored [n][k]: this lane's row (n) n0 + l % 8 + 8 (l / 16), columns from 8 ((l / 8) % 2)
             const bf16* brow = down_shared + (n0 + lane % 8 + 8 * (lane / 16)) * ldw + 8 * ((lane / 8) % 2);
             product16<2, false>(acc, arow, brow, 16, 16 * ldw, ldw - pad);
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
                 for (int hi = 0; hi < 2; ++hi) {
-                    const unsigned row = row0 + g + 8 * hi;
-                    if (row < s.rows)
-                        *reinterpret_cast<float2*>(y + std::size_t(row) * s.d + n0 + 8 * nt + 2 * q) =
-                            make_float2(acc[nt][2 * hi] + res[nt][hi].x, acc[nt][2 * hi + 1] + res[nt][hi].y);
+                    const unsigned rr = g + 8 * hi, col = n0 + 8 * nt + 2 * q;
+                    const float2 v = make_float2(acc[nt][2 * hi] + res[nt][hi].x, acc[nt][2 * hi + 1] + res[nt][hi].y);
+                    if constexpr (Norm) *reinterpret_cast<float2*>(sy + rr * ldy + col) = v;
+                    else if (row0 + rr < s.rows) *reinterpret_cast<float2*>(s.y + std::size_t(row0 + rr) * s.d + col) = v;
                 }
+        }
+        if constexpr (Norm) {
+            // a warp a row: y out, and its norm (the sum of squares over the row, then gain y rinv)
+            __syncthreads();
+            for (unsigned rr = warp; rr < down_rows && row0 + rr < s.rows; rr += down_warps) {
+                const std::size_t row = row0 + rr;
+                float sum = 0;
+                for (unsigned c = 4 * lane; c < s.d; c += 128) {
+                    const float4 v = *reinterpret_cast<const float4*>(sy + rr * ldy + c);
+                    sum += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+                }
+                float total[1] = {sum};
+                warp_sums(total);
+                const float ri = 1.0f / sqrtf(total[0] / float(s.d) + norm_eps);
+                if (lane == 0) s.rinv[row] = ri;
+                for (unsigned c = 4 * lane; c < s.d; c += 128) {
+                    const float4 v = *reinterpret_cast<const float4*>(sy + rr * ldy + c);
+                    *reinterpret_cast<float4*>(s.y + row * s.d + c) = v;
+                    const float* gk = s.gain + c;  // the parameters' tensors are 4-byte aligned only
+                    __nv_bfloat162 out[2] = {__floats2bfloat162_rn(gk[0] * v.x * ri, gk[1] * v.y * ri),
+                                             __floats2bfloat162_rn(gk[2] * v.z * ri, gk[3] * v.w * ri)};
+                    *reinterpret_cast<uint2*>(s.xn + row * s.d + c) = *reinterpret_cast<const uint2*>(out);
+                }
+            }
         }
     }
     wait_copies<0>();  // no copy outlives the block
@@ -249,7 +290,7 @@ bool fits(std::size_t rows, std::size_t d, std::size_t m, std::initializer_list<
 
 }  // namespace
 
-std::size_t mlp_down_forward_rows() { return std::size_t(16) * down_rows * 2 * sm_count(); }
+std::size_t fused_forward_rows() { return std::size_t(16) * down_rows * 2 * sm_count(); }
 
 bool mlp_down_backward(const bf16* dy, const bf16* w_down, const bf16* gu, bf16* dgu, std::size_t rows, std::size_t d,
                        std::size_t m, cudaStream_t stream) {
@@ -263,10 +304,22 @@ bool mlp_down_backward(const bf16* dy, const bf16* w_down, const bf16* gu, bf16*
 bool mlp_down_forward(const bf16* gu, const bf16* w_down, const float* r, bf16* h, float* y, std::size_t rows,
                       std::size_t m, std::size_t d, std::size_t min_rows, cudaStream_t stream) {
     if (rows < min_rows || !fits(rows, d, m, {gu, w_down, r, h, y})) return false;
-    const MlpShape s{unsigned(rows), unsigned(d), unsigned(m), unsigned((rows + down_rows - 1) / down_rows)};
-    const std::size_t bytes = ForwardLayout(s.d, s.m).total * sizeof(bf16);
-    return launch_persistent(mlp_down_forward_kernel, down_threads, bytes, 2, s.tiles, "mlp_down_forward", stream, s,
-                             gu, w_down, r, h, y);
+    const ForwardArgs s{gu, w_down, r, h, y, nullptr, nullptr, nullptr,
+                        unsigned(rows), unsigned(m), unsigned(d), unsigned((rows + down_rows - 1) / down_rows)};
+    const std::size_t bytes = ForwardLayout(s.d, s.k, true).total * sizeof(bf16);
+    return launch_persistent(residual_forward_kernel<true, false>, down_threads, bytes, 2, s.tiles, "mlp_down_forward",
+                             stream, s);
+}
+
+bool residual_norm_forward(const bf16* x, const bf16* w, const float* r, float* y, const float* gain, bf16* xn,
+                           float* rinv, std::size_t rows, std::size_t k, std::size_t d, std::size_t min_rows,
+                           cudaStream_t stream) {
+    if (rows < min_rows || k % 16 || !fits(rows, d, k, {x, w, r, y, xn})) return false;
+    const ForwardArgs s{x, w, r, nullptr, y, gain, xn, rinv,
+                        unsigned(rows), unsigned(k), unsigned(d), unsigned((rows + down_rows - 1) / down_rows)};
+    const std::size_t bytes = ForwardLayout(s.d, s.k, false).total * sizeof(bf16);
+    return launch_persistent(residual_forward_kernel<false, true>, down_threads, bytes, 2, s.tiles,
+                             "residual_norm_forward", stream, s);
 }
 
 }  // namespace statetrack::gpu::cuda

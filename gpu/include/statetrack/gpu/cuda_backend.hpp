@@ -51,9 +51,9 @@ struct CudaOptions {
     // training steps on words shorter than the batch's T run on the words' rows only
     // (cuda_packs_words); false: on all B T rows, padding included (tests, comparisons)
     bool packed = true;
-    // --matmul bf16: the MLP's down projection with SwiGLU in kernels of our own (mlp_down.cu), where
-    // the shape and the rows allow; false: cuBLAS and the SwiGLU kernels apart (tests, comparisons)
-    bool fused_mlp = true;
+    // --matmul bf16: products of our own with SwiGLU or an RMSNorm inside (mlp_down.cu) where the
+    // shape and the rows allow; false: cuBLAS, the SwiGLU and the norm kernels apart (tests, comparisons)
+    bool fused_products = true;
 };
 
 // Head dimensions with a register-resident recurrence kernel (d_model / heads must be one of these).
