@@ -654,7 +654,7 @@ TEST(CudaBackend, Bf16WeightCopyFollowsEveryUpdate) {
     EXPECT_NE(logits_of(trained), logits_of(stale));
 }
 
-// The products of our own with SwiGLU or an RMSNorm inside (mlp_down.cu) against cuBLAS, the SwiGLU
+// The products of our own with SwiGLU or an RMSNorm inside (fused_products.cu) against cuBLAS, the SwiGLU
 // and the norm kernels apart (CudaOptions::fused_products), in whole bf16 steps on enough rows for the
 // forward kernels too (16 tiles a block: the CPU comparisons' batches are far smaller, and at this
 // size the bf16 forward alone is past their bounds). The two paths differ only in summation orders

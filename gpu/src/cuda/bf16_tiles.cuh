@@ -1,5 +1,5 @@
 #pragma once
-// What products of our own on the bf16 tensor cores need (mlp_down.cu): copies of row tiles
+// What products of our own on the bf16 tensor cores need (fused_products.cu): copies of row tiles
 // into shared memory without passing registers (cp.async), ldmatrix and mma.m16n8k16 with fp32
 // accumulation, and launching as many blocks as fit on every SM, each keeping a weight in shared
 // memory for all its tiles. sm_80 or later.

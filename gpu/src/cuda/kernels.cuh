@@ -107,14 +107,14 @@ void swiglu_backward(const float* gu, const float* dh, float* dgu, std::size_t r
 // The same in bf16 storage (fp32 arithmetic; m a multiple of 4).
 void swiglu_forward(const bf16* gu, bf16* h, std::size_t rows, std::size_t m, cudaStream_t stream);
 void swiglu_backward(const bf16* gu, const bf16* dh, bf16* dgu, std::size_t rows, std::size_t m, cudaStream_t stream);
-// The MLP's backward in one kernel (mlp_down.cu): dgu ([rows][2m], bf16) = SwiGLU's backward
+// The MLP's backward in one kernel (fused_products.cu): dgu ([rows][2m], bf16) = SwiGLU's backward
 // at gu of dh = dy w_down, with dy [rows][d] and w_down [d][m] in bf16 and dh kept in fp32. False
 // (nothing launched) where the shape does not fit it (d a multiple of 16, m of 8, 16-byte aligned
 // arrays, two blocks an SM with the weight in each one's shared memory): then the product and
 // swiglu_backward run apart. dgu must not overlap gu or dy.
 bool mlp_down_backward(const bf16* dy, const bf16* w_down, const bf16* gu, bf16* dgu, std::size_t rows, std::size_t d,
                        std::size_t m, cudaStream_t stream);
-// The MLP's down projection from [gate | up] in one kernel (residual_forward_kernel, mlp_down.cu): y ([rows][d], fp32) = r +
+// The MLP's down projection from [gate | up] in one kernel (residual_forward_kernel, fused_products.cu): y ([rows][d], fp32) = r +
 // h w_down^T with h = SwiGLU(gu) ([rows][m], bf16, computed as swiglu_forward does and also written
 // to h unless h is null), w_down [d][m] bf16, fp32 accumulation. False (nothing launched) where the
 // shape does not fit it (as mlp_down_backward) or the rows are fewer than min_rows: then

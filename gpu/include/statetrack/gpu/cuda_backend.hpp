@@ -51,7 +51,7 @@ struct CudaOptions {
     // training steps on words shorter than the batch's T run on the words' rows only
     // (cuda_packs_words); false: on all B T rows, padding included (tests, comparisons)
     bool packed = true;
-    // --matmul bf16: products of our own with SwiGLU or an RMSNorm inside (mlp_down.cu) where the
+    // --matmul bf16: products of our own with SwiGLU or an RMSNorm inside (fused_products.cu) where the
     // shape and the rows allow; false: cuBLAS, the SwiGLU and the norm kernels apart (tests, comparisons)
     bool fused_products = true;
 };

@@ -1,12 +1,16 @@
-// The MLP's down projection with SwiGLU on the bf16 tensor cores (mma.m16n8k16, fp32 accumulation),
-// for --matmul bf16, one kernel each way; the weight stays in shared memory for all of a block's
-// tiles, and tiles of 16 rows stream through two buffers (cp.async), the next tile's rows in flight
-// while this tile's products run. Two blocks an SM (~110 KB of shared memory each at the paper's
-// sizes, d 128, m 256), so that one block's arithmetic runs beside the other's copies.
+// Products of our own on the bf16 tensor cores (mma.m16n8k16, fp32 accumulation) for --matmul bf16,
+// with the element-wise work around them fused in: each keeps its weight in shared memory for all of
+// a block's tiles, and tiles of 16 rows stream through two buffers (cp.async), the next tile's rows
+// in flight while this tile's products run. Two blocks an SM (~110 KB of shared memory each for the
+// MLP's at the paper's sizes, d 128, m 256), so that one block's arithmetic runs beside the other's
+// copies.
 //
-// Forward: y = r + h Wdown^T with h = SwiGLU(gu) computed from the tile of gu in shared memory (h
-// goes out for the backward's weight gradient, but is not read back): swiglu_forward wrote h and the
-// residual product read it back, 0.5 KB a row.
+// Forward (residual_forward_kernel), y = r + A W^T in two forms: the MLP's down projection, A = h =
+// SwiGLU(gu) computed from the tile of gu in shared memory (h goes out for the backward's weight
+// gradient, but is not read back: swiglu_forward wrote h and the residual product read it back, 0.5
+// KB a row); and the mixer's output product followed by the MLP's RMSNorm of y (rmsnorm_forward read
+// y back, 0.5 KB a row). Only from 16 tiles a block (fused_forward_rows): with fewer, the weight's
+// copy and the short pipeline cost more than the bytes saved.
 //
 // Backward: from the MLP's output gradient to the gradient of [gate | up]: dh = dy Wdown (the down
 // projection's input gradient, a product over K = d_model) and SwiGLU's backward on it into dgu.
