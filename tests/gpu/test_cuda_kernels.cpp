@@ -9,8 +9,10 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -48,7 +50,30 @@ std::vector<T> download(const DeviceArray<T>& src) {
     STATETRACK_CUDA(cudaMemcpy(out.data(), src.data, src.size * sizeof(T), cudaMemcpyDeviceToHost));
     return out;
 }
+// Outputs are poisoned (every byte 0xff: a NaN in bf16 and fp32) before a kernel runs, and have
+// guard_rows rows more than the kernel is given, which must stay poisoned: a write past the last row
+// would otherwise land in cudaMalloc's slack unseen.
+constexpr std::size_t guard_rows = 16;
+template <class T>
+void poison(DeviceArray<T>& a) {
+    STATETRACK_CUDA(cudaMemset(a.data, 0xff, a.size * sizeof(T)));
+}
+template <class T>
+std::size_t touched_past(const std::vector<T>& got, std::size_t used) {
+    std::size_t touched = 0;
+    for (std::size_t i = used; i < got.size(); ++i) {
+        unsigned char bytes[sizeof(T)];
+        std::memcpy(bytes, &got[i], sizeof(T));
+        for (unsigned char b : bytes) touched += b != 0xff;
+    }
+    return touched;
+}
 double value(bf16 x) { return double(__bfloat162float(x)); }
+
+// The error of K fp32 sums of products, relative to the sum of their magnitudes: K 2^-24 at worst,
+// and not below 2^-18 (the first H100 runs came to 0.98 of that with d 128); a term left out or
+// counted twice is ~1/K of the magnitude, far above it.
+double fp32_sums_bound(std::size_t K) { return std::max(0x1p-18, double(K) * 0x1p-24); }
 
 struct MlpCase {
     std::size_t rows, d, m;
@@ -57,11 +82,12 @@ struct MlpCase {
 // What mlp_down_backward computes, in fp64 from the same bf16 values: dh = dy w_down, then
 // SwiGLU's backward at gu (gate a, up u: d(silu(a) u) = (dh u silu'(a), dh silu(a))). bound[i]: the
 // error the kernel may make at entry i: its bf16 output's rounding (at most 2^-8 relative: 8
-// significant bits), 2^-14 relative more for its fast sigmoid, and its fp32 sums over d (2^-18 of
-// the sum of |terms|, where dh cancels to near 0). The first H100 run came to 0.995 of this bound.
+// significant bits), 2^-14 relative more for its fast sigmoid, and its fp32 sums over d
+// (fp32_sums_bound of the sum of |terms|, where dh cancels to near 0).
 void mlp_down_reference(const MlpCase& c, const std::vector<bf16>& dy, const std::vector<bf16>& w,
                         const std::vector<bf16>& gu, std::vector<double>& want, std::vector<double>& bound) {
     want.assign(c.rows * 2 * c.m, 0.0), bound.assign(c.rows * 2 * c.m, 0.0);
+    const double sums = fp32_sums_bound(c.d);
     for (std::size_t r = 0; r < c.rows; ++r)
         for (std::size_t j = 0; j < c.m; ++j) {
             double dh = 0, magnitude = 0;
@@ -73,8 +99,8 @@ void mlp_down_reference(const MlpCase& c, const std::vector<bf16>& dy, const std
             const double sg = 1.0 / (1.0 + std::exp(-a)), silu_grad = sg * (1.0 + a * (1.0 - sg));
             const std::size_t gate = r * 2 * c.m + j, up = gate + c.m;
             want[gate] = dh * u * silu_grad, want[up] = dh * a * sg;
-            bound[gate] = (0x1p-8 + 0x1p-14) * std::abs(want[gate]) + 0x1p-18 * magnitude * std::abs(u * silu_grad) + 1e-30;
-            bound[up] = (0x1p-8 + 0x1p-14) * std::abs(want[up]) + 0x1p-18 * magnitude * std::abs(a * sg) + 1e-30;
+            bound[gate] = (0x1p-8 + 0x1p-14) * std::abs(want[gate]) + sums * magnitude * std::abs(u * silu_grad) + 1e-30;
+            bound[up] = (0x1p-8 + 0x1p-14) * std::abs(want[up]) + sums * magnitude * std::abs(a * sg) + 1e-30;
         }
 }
 
@@ -93,13 +119,14 @@ bool device_runs_bf16_mma() {
 // given). The output is poisoned (NaN) first, so a tile the kernel skips fails too.
 TEST(CudaKernels, MlpDownBackwardMatchesFp64OverManyTiles) {
     SKIP_WITHOUT_GPU();
-    for (const MlpCase c : {MlpCase{1000, 48, 72}, MlpCase{40001, 128, 256}, MlpCase{7, 16, 8}, MlpCase{3000, 128, 256}}) {
+    for (const MlpCase c : {MlpCase{1000, 48, 72}, MlpCase{40001, 128, 256}, MlpCase{7, 16, 8}, MlpCase{777, 144, 136},
+                            MlpCase{333, 96, 264}, MlpCase{3000, 128, 256}}) {
         Rng rng = make_rng(c.rows + c.d + c.m, 11);
         const auto dy = random_bf16(c.rows * c.d, 1.0, rng), w = random_bf16(c.d * c.m, 0.1, rng),
                    gu = random_bf16(c.rows * 2 * c.m, 2.0, rng);
-        DeviceArray<bf16> ddy(dy.size()), dw(w.size()), dgu_in(gu.size()), dgu(gu.size());
+        DeviceArray<bf16> ddy(dy.size()), dw(w.size()), dgu_in(gu.size()), dgu(gu.size() + guard_rows * 2 * c.m);
         upload(ddy, dy), upload(dw, w), upload(dgu_in, gu);
-        STATETRACK_CUDA(cudaMemset(dgu.data, 0xff, dgu.size * sizeof(bf16)));  // 0xffff: a NaN
+        poison(dgu);
         const bool ran = mlp_down_backward(ddy.data, dw.data, dgu_in.data, dgu.data, c.rows, c.d, c.m, nullptr);
         STATETRACK_CUDA(cudaDeviceSynchronize());
         if (!device_runs_bf16_mma()) {
@@ -112,7 +139,8 @@ TEST(CudaKernels, MlpDownBackwardMatchesFp64OverManyTiles) {
         const auto got = download(dgu);
         std::size_t bad = 0, first_bad = 0;
         double worst = 0;  // the largest error in units of the entry's bound
-        for (std::size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(touched_past(got, want.size()), 0u) << "rows " << c.rows << ": written past the last row";
+        for (std::size_t i = 0; i < want.size(); ++i) {
             const double err = std::abs(value(got[i]) - want[i]) / bound[i];
             if (!(err <= 1.0) && bad++ == 0) first_bad = i;  // NaN included
             if (err > worst || std::isnan(err)) worst = err;
@@ -126,21 +154,20 @@ TEST(CudaKernels, MlpDownBackwardMatchesFp64OverManyTiles) {
 
 // The forward kernel over the same shapes: h against SwiGLU in fp64 (its bf16 rounding, at most 2^-8
 // relative, and 2^-14 more), y against r + h w_down^T in fp64 from the kernel's own h (its fp32 sums
-// over m: within 2^-16 of the sum of |terms|, where one term missing is ~2^-8 of it). Without h_out
-// the same y, and h untouched. Outputs poisoned first.
+// over m, fp32_sums_bound). Without h_out the same y, and h untouched. Outputs poisoned first, with
+// guard rows after them.
 TEST(CudaKernels, MlpDownForwardMatchesFp64OverManyTiles) {
     SKIP_WITHOUT_GPU();
-    for (const MlpCase c : {MlpCase{1000, 48, 72}, MlpCase{40001, 128, 256}, MlpCase{7, 16, 8}, MlpCase{3000, 128, 256}}) {
+    for (const MlpCase c : {MlpCase{1000, 48, 72}, MlpCase{40001, 128, 256}, MlpCase{7, 16, 8}, MlpCase{777, 144, 136},
+                            MlpCase{3000, 128, 256}}) {
         Rng rng = make_rng(c.rows + c.d + c.m, 12);
         const auto gu = random_bf16(c.rows * 2 * c.m, 2.0, rng), w = random_bf16(c.d * c.m, 0.1, rng);
         std::vector<float> r(c.rows * c.d);
         for (float& x : r) x = float(normal(rng));
-        DeviceArray<bf16> dgu(gu.size()), dw(w.size()), dh(c.rows * c.m);
-        DeviceArray<float> dr(r.size()), dy(r.size()), dy2(r.size());
+        DeviceArray<bf16> dgu(gu.size()), dw(w.size()), dh((c.rows + guard_rows) * c.m);
+        DeviceArray<float> dr(r.size()), dy((c.rows + guard_rows) * c.d), dy2(r.size());
         upload(dgu, gu), upload(dw, w), upload(dr, r);
-        STATETRACK_CUDA(cudaMemset(dh.data, 0xff, dh.size * sizeof(bf16)));
-        STATETRACK_CUDA(cudaMemset(dy.data, 0xff, dy.size * sizeof(float)));
-        STATETRACK_CUDA(cudaMemset(dy2.data, 0xff, dy2.size * sizeof(float)));
+        poison(dh), poison(dy), poison(dy2);
         const bool ran = mlp_down_forward(dgu.data, dw.data, dr.data, dh.data, dy.data, c.rows, c.m, c.d, 0, nullptr);
         STATETRACK_CUDA(cudaDeviceSynchronize());
         if (!device_runs_bf16_mma()) {
@@ -149,7 +176,10 @@ TEST(CudaKernels, MlpDownForwardMatchesFp64OverManyTiles) {
         }
         ASSERT_TRUE(ran) << "rows " << c.rows << " d " << c.d << " m " << c.m;
         const auto h = download(dh);
-        const auto y = download(dy);
+        auto y = download(dy);
+        EXPECT_EQ(touched_past(h, c.rows * c.m) + touched_past(y, c.rows * c.d), 0u)
+            << "rows " << c.rows << ": written past the last row";
+        y.resize(c.rows * c.d);
         std::size_t bad_h = 0, bad_y = 0;
         double worst_h = 0, worst_y = 0;
         for (std::size_t row = 0; row < c.rows; ++row) {
@@ -166,7 +196,7 @@ TEST(CudaKernels, MlpDownForwardMatchesFp64OverManyTiles) {
                     const double term = value(h[row * c.m + j]) * value(w[o * c.m + j]);
                     want += term, magnitude += std::abs(term);
                 }
-                const double err = std::abs(double(y[row * c.d + o]) - want) / (0x1p-16 * magnitude + 1e-30);
+                const double err = std::abs(double(y[row * c.d + o]) - want) / (fp32_sums_bound(c.m) * magnitude + 1e-30);
                 if (!(err <= 1.0)) ++bad_y;
                 if (err > worst_y || std::isnan(err)) worst_y = err;
             }
@@ -187,23 +217,22 @@ TEST(CudaKernels, MlpDownForwardMatchesFp64OverManyTiles) {
 
 // The product with the RMSNorm after it (the mixer's output product and the MLP's norm), over shapes
 // like the forward kernel's (k, the product's depth, a multiple of 16): y against r + x w^T in fp64
-// (2^-16 of the sum of |terms|), rinv against the norm of the kernel's own y in fp64 (2^-20
+// (fp32_sums_bound of the sum of |terms|), rinv against the norm of the kernel's own y in fp64 (2^-20
 // relative), xn against gain y rinv (its bf16 rounding). Outputs poisoned first.
 TEST(CudaKernels, ResidualNormForwardMatchesFp64OverManyTiles) {
     SKIP_WITHOUT_GPU();
-    for (const MlpCase c : {MlpCase{1000, 48, 32}, MlpCase{40001, 128, 128}, MlpCase{7, 16, 16}, MlpCase{3000, 128, 128}}) {
+    for (const MlpCase c : {MlpCase{1000, 48, 32}, MlpCase{40001, 128, 128}, MlpCase{7, 16, 16}, MlpCase{517, 256, 128},
+                            MlpCase{3000, 128, 128}}) {
         const std::size_t k = c.m;
         Rng rng = make_rng(c.rows + c.d + k, 13);
         const auto x = random_bf16(c.rows * k, 1.0, rng), w = random_bf16(c.d * k, 0.1, rng);
         std::vector<float> r(c.rows * c.d), gain(c.d);
         for (float& v : r) v = float(normal(rng));
         for (float& v : gain) v = float(1.0 + 0.2 * normal(rng));
-        DeviceArray<bf16> dx(x.size()), dw(w.size()), dxn(c.rows * c.d);
-        DeviceArray<float> dr(r.size()), dgain(gain.size()), dy(r.size()), drinv(c.rows);
+        DeviceArray<bf16> dx(x.size()), dw(w.size()), dxn((c.rows + guard_rows) * c.d);
+        DeviceArray<float> dr(r.size()), dgain(gain.size()), dy((c.rows + guard_rows) * c.d), drinv(c.rows + guard_rows);
         upload(dx, x), upload(dw, w), upload(dr, r), upload(dgain, gain);
-        STATETRACK_CUDA(cudaMemset(dxn.data, 0xff, dxn.size * sizeof(bf16)));
-        STATETRACK_CUDA(cudaMemset(dy.data, 0xff, dy.size * sizeof(float)));
-        STATETRACK_CUDA(cudaMemset(drinv.data, 0xff, drinv.size * sizeof(float)));
+        poison(dxn), poison(dy), poison(drinv);
         const bool ran = residual_norm_forward(dx.data, dw.data, dr.data, dy.data, dgain.data, dxn.data, drinv.data, c.rows,
                                                k, c.d, 0, nullptr);
         STATETRACK_CUDA(cudaDeviceSynchronize());
@@ -214,6 +243,8 @@ TEST(CudaKernels, ResidualNormForwardMatchesFp64OverManyTiles) {
         ASSERT_TRUE(ran) << "rows " << c.rows << " d " << c.d << " k " << k;
         const auto y = download(dy), rinv = download(drinv);
         const auto xn = download(dxn);
+        EXPECT_EQ(touched_past(y, c.rows * c.d) + touched_past(xn, c.rows * c.d) + touched_past(rinv, c.rows), 0u)
+            << "rows " << c.rows << ": written past the last row";
         std::size_t bad = 0;
         double worst_y = 0, worst_r = 0, worst_xn = 0;
         auto note = [&bad](double err, double& worst) {
@@ -229,7 +260,7 @@ TEST(CudaKernels, ResidualNormForwardMatchesFp64OverManyTiles) {
                     want += term, magnitude += std::abs(term);
                 }
                 const double got = y[row * c.d + o];
-                note(std::abs(got - want) / (0x1p-16 * magnitude + 1e-30), worst_y);
+                note(std::abs(got - want) / (fp32_sums_bound(k) * magnitude + 1e-30), worst_y);
                 squares += got * got;
             }
             const double want_r = 1.0 / std::sqrt(squares / double(c.d) + 1e-6);
@@ -246,8 +277,8 @@ TEST(CudaKernels, ResidualNormForwardMatchesFp64OverManyTiles) {
 }
 
 // Shapes the kernels do not take launch nothing and leave the outputs as they were (the backend then
-// runs cuBLAS with swiglu_backward or swiglu_forward).
-TEST(CudaKernels, MlpDownKernelsRefuseShapesTheyDoNotFit) {
+// runs cuBLAS with swiglu_backward, swiglu_forward or rmsnorm_forward).
+TEST(CudaKernels, FusedProductsRefuseShapesTheyDoNotFit) {
     SKIP_WITHOUT_GPU();
     const std::size_t rows = 32, m = 16;
     DeviceArray<bf16> dy(rows * 32), w(32 * m), gu(rows * 2 * m), dgu(rows * 2 * m + 1);
@@ -266,6 +297,10 @@ TEST(CudaKernels, MlpDownKernelsRefuseShapesTheyDoNotFit) {
                                        nullptr));  // k % 16
     EXPECT_FALSE(residual_norm_forward(gu.data, w.data, r.data, y.data, r.data, dgu.data + 1, rinv.data, rows, 16, 16, 0,
                                        nullptr));  // unaligned
+    EXPECT_FALSE(residual_norm_forward(gu.data, w.data, r.data, y.data, r.data, dgu.data, rinv.data, rows, 16, 20, 0,
+                                       nullptr));  // d % 16
+    EXPECT_FALSE(residual_norm_forward(gu.data, w.data, r.data, y.data, r.data, dgu.data, rinv.data, rows, 16, 16,
+                                       rows + 1, nullptr));  // few rows
     STATETRACK_CUDA(cudaDeviceSynchronize());
     for (const bf16 x : download(dgu)) ASSERT_EQ(value(x), 0.0);
 }

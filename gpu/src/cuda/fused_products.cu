@@ -283,8 +283,8 @@ __global__ void __launch_bounds__(down_threads, 2) residual_forward_kernel(Forwa
     wait_copies<0>();  // no copy outlives the block
 }
 
-// Where the shapes fit the kernel: d a multiple of 16 (the mma's k), m of 8 (16-byte rows of gate
-// and up), 16-byte aligned arrays.
+// Where the shapes fit the kernels: d a multiple of 16 (the backward's mma k; the forward's 16-column
+// blocks and 4-float rows), m of 8 (16-byte rows of gate and up), 16-byte aligned arrays.
 bool fits(std::size_t rows, std::size_t d, std::size_t m, std::initializer_list<const void*> arrays) {
     if (rows == 0 || rows >= (1u << 31) || d == 0 || d % 16 || d > 4096 || m == 0 || m % 8 || m > 4096) return false;
     for (const void* p : arrays)

@@ -114,25 +114,28 @@ void swiglu_backward(const bf16* gu, const bf16* dh, bf16* dgu, std::size_t rows
 // swiglu_backward run apart. dgu must not overlap gu or dy.
 bool mlp_down_backward(const bf16* dy, const bf16* w_down, const bf16* gu, bf16* dgu, std::size_t rows, std::size_t d,
                        std::size_t m, cudaStream_t stream);
-// The MLP's down projection from [gate | up] in one kernel (residual_forward_kernel, fused_products.cu): y ([rows][d], fp32) = r +
-// h w_down^T with h = SwiGLU(gu) ([rows][m], bf16, computed as swiglu_forward does and also written
-// to h unless h is null), w_down [d][m] bf16, fp32 accumulation. False (nothing launched) where the
-// shape does not fit it (as mlp_down_backward) or the rows are fewer than min_rows: then
-// swiglu_forward and the residual product run apart. y must not overlap r, gu or h.
+// The MLP's down projection from [gate | up] in one kernel (residual_forward_kernel,
+// fused_products.cu): y ([rows][d], fp32) = r + h w_down^T with h = SwiGLU(gu) ([rows][m], bf16,
+// computed as swiglu_forward does and also written to h unless h is null), w_down [d][m] bf16, fp32
+// accumulation. False (nothing launched) where the shape does not fit it (as mlp_down_backward) or
+// the rows are fewer than min_rows: then swiglu_forward and the residual product run apart. y must
+// not overlap r, gu or h.
 bool mlp_down_forward(const bf16* gu, const bf16* w_down, const float* r, bf16* h, float* y, std::size_t rows,
                       std::size_t m, std::size_t d, std::size_t min_rows, cudaStream_t stream);
 // The same kernel's other form: y = r + x w^T (x [rows][k] bf16, k a multiple of 16; w [d][k] bf16;
 // r and y [rows][d] fp32), then the RMSNorm of y over its d columns as rmsnorm_forward computes it:
 // xn = gain y rinv in bf16 and rinv per row. False (nothing launched) where the shape does not fit
-// or the rows are fewer than min_rows: then the residual product and rmsnorm_forward run apart. y
-// must not overlap r or x.
+// or the rows are fewer than min_rows: then the residual product and rmsnorm_forward run apart. y,
+// xn and rinv must not overlap each other, r or x.
 bool residual_norm_forward(const bf16* x, const bf16* w, const float* r, float* y, const float* gain, bf16* xn,
                            float* rinv, std::size_t rows, std::size_t k, std::size_t d, std::size_t min_rows,
                            cudaStream_t stream);
 // The rows from which these forward kernels are faster than the kernels they replace: 16 tiles a
 // block. H100, at the paper's sizes (docs/PERFORMANCE.md, twelfth session): mlp_down_forward 281 us
 // against swiglu_forward and cuBLAS's 305 a layer at 262,144 rows (62 tiles a block), no gain at
-// 40,960 (10), 2% of the step slower on training's packed batches (~5).
+// 40,960 (10), 2% of the step slower on training's packed batches (~5). Counted on the SMs of the
+// device sm_count asked first: in a process whose sessions use GPUs of different SM counts, the
+// later ones get that threshold (a matter of speed only).
 std::size_t fused_forward_rows();
 // y = x rounded to bf16 (nearest even), for the weight copies of --matmul bf16; and of rows, ld apart
 // (the gradients of the projections where a recurrence's backward writes them in fp32), y's columns
