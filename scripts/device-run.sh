@@ -33,13 +33,14 @@ fi
 if want sanitizer; then
   note "compute-sanitizer memcheck"
   timeout 180 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 \
-    "$bin/test_gpu" --gtest_filter='CudaBackend.AdamW*:CudaBackend.BadInput*:CudaBackend.Fp32MatchesCpuReferenceInChunks:CudaBackend.Pipelined*:CudaBackend.*PackedWords' >"$out/sanitizer.log" 2>&1
+    "$bin/test_gpu" --gtest_filter='CudaBackend.AdamW*:CudaBackend.BadInput*:CudaBackend.Fp32MatchesCpuReferenceInChunks:CudaBackend.Pipelined*:CudaBackend.*PackedWords:CudaBackend.Bf16FusedProducts*:CudaKernels.*' >"$out/sanitizer.log" 2>&1
   echo "memcheck exit $?" | tee -a "$out/run.log"
   tail -3 "$out/sanitizer.log" | tee -a "$out/run.log"
-  # the recurrences share shared-memory tiles within a warp: racecheck them (head dims 8 and 16)
+  # the recurrences share shared-memory tiles within a warp, the fused products across a block's
+  # warps: racecheck them (head dims 8 and 16; the products' kernel tests)
   note "compute-sanitizer racecheck"
   timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 \
-    "$bin/test_gpu" --gtest_filter='CudaBackend.ComparisonCatches*:CudaBackend.Fp32MatchesCpuReferenceInChunks:CudaBackend.Fp32*PackedWords' >"$out/racecheck.log" 2>&1
+    "$bin/test_gpu" --gtest_filter='CudaBackend.ComparisonCatches*:CudaBackend.Fp32MatchesCpuReferenceInChunks:CudaBackend.Fp32*PackedWords:CudaKernels.*' >"$out/racecheck.log" 2>&1
   echo "racecheck exit $?" | tee -a "$out/run.log"
   tail -2 "$out/racecheck.log" | tee -a "$out/run.log"
 fi
