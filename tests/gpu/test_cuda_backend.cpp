@@ -656,7 +656,7 @@ TEST(CudaBackend, Bf16WeightCopyFollowsEveryUpdate) {
 
 // The products of our own with SwiGLU or an RMSNorm inside (fused_products.cu) against cuBLAS, the SwiGLU
 // and the norm kernels apart (CudaOptions::fused_products), in whole bf16 steps on enough rows for the
-// forward kernels too (16 tiles a block: the CPU comparisons' batches are far smaller, and at this
+// forward kernels too (32 tiles an SM: the CPU comparisons' batches are far smaller, and at this
 // size the bf16 forward alone is past their bounds). The two paths differ only in summation orders
 // and one bf16 rounding of the hidden gradient; a tensor the kernels left unwritten would be NaN
 // (the workspace is poisoned).

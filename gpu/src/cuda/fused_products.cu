@@ -9,8 +9,8 @@
 // SwiGLU(gu) computed from the tile of gu in shared memory (h goes out for the backward's weight
 // gradient, but is not read back: swiglu_forward wrote h and the residual product read it back, 0.5
 // KB a row); and the mixer's output product followed by the MLP's RMSNorm of y (rmsnorm_forward read
-// y back, 0.5 KB a row). Only from 16 tiles a block (fused_forward_rows): with fewer, the weight's
-// copy and the short pipeline cost more than the bytes saved.
+// y back, 0.5 KB a row). Only from 32 tiles an SM (fused_forward_rows): with fewer, the weight's copy
+// and the short pipeline cost more than the bytes saved.
 //
 // Backward: from the MLP's output gradient to the gradient of [gate | up]: dh = dy Wdown (the down
 // projection's input gradient, a product over K = d_model) and SwiGLU's backward on it into dgu.
