@@ -292,6 +292,9 @@ bool fits(std::size_t rows, std::size_t d, std::size_t m, std::initializer_list<
     return true;
 }
 
+// The kernels' tiles of down_rows rows over `rows` (fits keeps rows below 2^31).
+unsigned tiles_of(std::size_t rows) { return unsigned((rows + down_rows - 1) / down_rows); }
+
 }  // namespace
 
 std::size_t fused_forward_rows() { return std::size_t(16) * down_rows * 2 * sm_count(); }
@@ -299,7 +302,7 @@ std::size_t fused_forward_rows() { return std::size_t(16) * down_rows * 2 * sm_c
 bool mlp_down_backward(const bf16* dy, const bf16* w_down, const bf16* gu, bf16* dgu, std::size_t rows, std::size_t d,
                        std::size_t m, cudaStream_t stream) {
     if (!fits(rows, d, m, {dy, w_down, gu, dgu})) return false;
-    const MlpShape s{unsigned(rows), unsigned(d), unsigned(m), unsigned((rows + down_rows - 1) / down_rows)};
+    const MlpShape s{unsigned(rows), unsigned(d), unsigned(m), tiles_of(rows)};
     const std::size_t bytes = DownLayout(s.d, s.m).total * sizeof(bf16);
     return launch_persistent(mlp_down_backward_kernel, down_threads, bytes, 2, s.tiles, "mlp_down_backward", stream, s,
                              dy, w_down, gu, dgu);
@@ -309,7 +312,7 @@ bool mlp_down_forward(const bf16* gu, const bf16* w_down, const float* r, bf16* 
                       std::size_t m, std::size_t d, std::size_t min_rows, cudaStream_t stream) {
     if (rows < min_rows || !fits(rows, d, m, {gu, w_down, r, h, y})) return false;
     const ForwardArgs s{gu, w_down, r, h, y, nullptr, nullptr, nullptr,
-                        unsigned(rows), unsigned(m), unsigned(d), unsigned((rows + down_rows - 1) / down_rows)};
+                        unsigned(rows), unsigned(m), unsigned(d), tiles_of(rows)};
     const std::size_t bytes = ForwardLayout(s.d, s.k, true).total * sizeof(bf16);
     return launch_persistent(residual_forward_kernel<true, false>, down_threads, bytes, 2, s.tiles, "mlp_down_forward",
                              stream, s);
@@ -320,7 +323,7 @@ bool residual_norm_forward(const bf16* x, const bf16* w, const float* r, float* 
                            cudaStream_t stream) {
     if (rows < min_rows || k % 16 || !fits(rows, d, k, {x, w, r, y, xn})) return false;
     const ForwardArgs s{x, w, r, nullptr, y, gain, xn, rinv,
-                        unsigned(rows), unsigned(k), unsigned(d), unsigned((rows + down_rows - 1) / down_rows)};
+                        unsigned(rows), unsigned(k), unsigned(d), tiles_of(rows)};
     const std::size_t bytes = ForwardLayout(s.d, s.k, false).total * sizeof(bf16);
     return launch_persistent(residual_forward_kernel<false, true>, down_threads, bytes, 2, s.tiles,
                              "residual_norm_forward", stream, s);

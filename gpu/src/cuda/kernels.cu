@@ -755,13 +755,14 @@ constexpr std::size_t embed_chunk = 128;
 std::size_t embed_slice(std::size_t d, std::size_t vocab) {
     return std::min(vocab, std::max<std::size_t>(1, 32 * 1024 / sizeof(float) / d));
 }
-// The SMs of the first device asked (no occupancy query, which could load a module during graph capture).
+// The grid of the kernels whose threads stride over their elements: four blocks an SM.
 unsigned persistent_blocks() {
     return sm_count() * 4;
 }
 
 }  // namespace
 
+// The SMs of the first device asked (no occupancy query, which could load a module during graph capture).
 unsigned sm_count() {
     static const unsigned sms = [] {
         int device = 0, count = 0;

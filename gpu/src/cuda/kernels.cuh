@@ -131,11 +131,12 @@ bool residual_norm_forward(const bf16* x, const bf16* w, const float* r, float* 
                            float* rinv, std::size_t rows, std::size_t k, std::size_t d, std::size_t min_rows,
                            cudaStream_t stream);
 // The rows from which these forward kernels are faster than the kernels they replace: 32 tiles an
-// SM (16 a block for mlp_down_forward's two blocks an SM, 8 for residual_norm_forward's four). H100, at the paper's sizes (docs/PERFORMANCE.md, twelfth session): mlp_down_forward 281 us
-// against swiglu_forward and cuBLAS's 305 a layer at 262,144 rows (62 tiles a block), no gain at
-// 40,960 (10), 2% of the step slower on training's packed batches (~5). Counted on the SMs of the
-// device sm_count asked first: in a process whose sessions use GPUs of different SM counts, the
-// later ones get that threshold (a matter of speed only).
+// SM (16 a block for mlp_down_forward's two blocks an SM, 8 for residual_norm_forward's four). H100,
+// at the paper's sizes (docs/PERFORMANCE.md, twelfth session): mlp_down_forward 281 us against
+// swiglu_forward and cuBLAS's 305 a layer at 262,144 rows (62 tiles a block), no gain at 40,960
+// (10), 2% of the step slower on training's packed batches (~5). Counted on the SMs of the device
+// sm_count asked first: in a process whose sessions use GPUs of different SM counts, the later ones
+// get that threshold (a matter of speed only).
 std::size_t fused_forward_rows();
 // y = x rounded to bf16 (nearest even), for the weight copies of --matmul bf16; and of rows, ld apart
 // (the gradients of the projections where a recurrence's backward writes them in fp32), y's columns
