@@ -75,6 +75,29 @@ double value(bf16 x) { return double(__bfloat162float(x)); }
 // counted twice is ~1/K of the magnitude, far above it.
 double fp32_sums_bound(std::size_t K) { return std::max(0x1p-18, double(K) * 0x1p-24); }
 
+// The largest error in units of each entry's bound, how many entries exceed it (NaN included), and
+// the first of them.
+struct Worst {
+    std::size_t bad = 0, first_bad = 0;
+    double worst = 0;
+    void note(double err, std::size_t at = 0) {
+        if (!(err <= 1.0) && bad++ == 0) first_bad = at;
+        if (err > worst || std::isnan(err)) worst = err;
+    }
+};
+// r + a w_row over k < K in fp64, and the sum of its terms' magnitudes (a residual product's entry).
+struct ProductSum {
+    double value, magnitude;
+};
+ProductSum residual_sum(double r, const bf16* a, const bf16* w_row, std::size_t K) {
+    ProductSum sum{r, std::abs(r)};
+    for (std::size_t j = 0; j < K; ++j) {
+        const double term = value(a[j]) * value(w_row[j]);
+        sum.value += term, sum.magnitude += std::abs(term);
+    }
+    return sum;
+}
+
 struct MlpCase {
     std::size_t rows, d, m;
 };
@@ -137,18 +160,15 @@ TEST(CudaKernels, MlpDownBackwardMatchesFp64OverManyTiles) {
         std::vector<double> want, bound;
         mlp_down_reference(c, dy, w, gu, want, bound);
         const auto got = download(dgu);
-        std::size_t bad = 0, first_bad = 0;
-        double worst = 0;  // the largest error in units of the entry's bound
         EXPECT_EQ(touched_past(got, want.size()), 0u) << "rows " << c.rows << ": written past the last row";
-        for (std::size_t i = 0; i < want.size(); ++i) {
-            const double err = std::abs(value(got[i]) - want[i]) / bound[i];
-            if (!(err <= 1.0) && bad++ == 0) first_bad = i;  // NaN included
-            if (err > worst || std::isnan(err)) worst = err;
-        }
-        EXPECT_EQ(bad, 0u) << "rows " << c.rows << " d " << c.d << " m " << c.m << ": first at row "
-                           << first_bad / (2 * c.m) << " column " << first_bad % (2 * c.m) << ", got "
-                           << value(got[first_bad]) << " want " << want[first_bad];
-        std::printf("mlp_down_backward rows %zu d %zu m %zu: worst error %.3f of its bound\n", c.rows, c.d, c.m, worst);
+        Worst errors;
+        for (std::size_t i = 0; i < want.size(); ++i) errors.note(std::abs(value(got[i]) - want[i]) / bound[i], i);
+        const std::size_t first = errors.first_bad;
+        EXPECT_EQ(errors.bad, 0u) << "rows " << c.rows << " d " << c.d << " m " << c.m << ": first at row "
+                                  << first / (2 * c.m) << " column " << first % (2 * c.m) << ", got "
+                                  << value(got[first]) << " want " << want[first];
+        std::printf("mlp_down_backward rows %zu d %zu m %zu: worst error %.3f of its bound\n", c.rows, c.d, c.m,
+                    errors.worst);
     }
 }
 
@@ -180,31 +200,23 @@ TEST(CudaKernels, MlpDownForwardMatchesFp64OverManyTiles) {
         EXPECT_EQ(touched_past(h, c.rows * c.m) + touched_past(y, c.rows * c.d), 0u)
             << "rows " << c.rows << ": written past the last row";
         y.resize(c.rows * c.d);
-        std::size_t bad_h = 0, bad_y = 0;
-        double worst_h = 0, worst_y = 0;
+        Worst h_errors, y_errors;
         for (std::size_t row = 0; row < c.rows; ++row) {
             for (std::size_t j = 0; j < c.m; ++j) {
                 const double a = value(gu[row * 2 * c.m + j]), u = value(gu[row * 2 * c.m + c.m + j]);
                 const double want = a / (1.0 + std::exp(-a)) * u, got = value(h[row * c.m + j]);
-                const double err = std::abs(got - want) / ((0x1p-8 + 0x1p-14) * std::abs(want) + 1e-30);
-                if (!(err <= 1.0)) ++bad_h;
-                if (err > worst_h || std::isnan(err)) worst_h = err;
+                h_errors.note(std::abs(got - want) / ((0x1p-8 + 0x1p-14) * std::abs(want) + 1e-30));
             }
             for (std::size_t o = 0; o < c.d; ++o) {
-                double want = r[row * c.d + o], magnitude = std::abs(want);
-                for (std::size_t j = 0; j < c.m; ++j) {
-                    const double term = value(h[row * c.m + j]) * value(w[o * c.m + j]);
-                    want += term, magnitude += std::abs(term);
-                }
-                const double err = std::abs(double(y[row * c.d + o]) - want) / (fp32_sums_bound(c.m) * magnitude + 1e-30);
-                if (!(err <= 1.0)) ++bad_y;
-                if (err > worst_y || std::isnan(err)) worst_y = err;
+                const ProductSum want = residual_sum(r[row * c.d + o], &h[row * c.m], &w[o * c.m], c.m);
+                y_errors.note(std::abs(double(y[row * c.d + o]) - want.value) /
+                              (fp32_sums_bound(c.m) * want.magnitude + 1e-30));
             }
         }
-        EXPECT_EQ(bad_h, 0u) << "rows " << c.rows << " d " << c.d << " m " << c.m;
-        EXPECT_EQ(bad_y, 0u) << "rows " << c.rows << " d " << c.d << " m " << c.m;
+        EXPECT_EQ(h_errors.bad, 0u) << "rows " << c.rows << " d " << c.d << " m " << c.m;
+        EXPECT_EQ(y_errors.bad, 0u) << "rows " << c.rows << " d " << c.d << " m " << c.m;
         std::printf("mlp_down_forward rows %zu d %zu m %zu: worst error h %.3f, y %.3f of its bound\n", c.rows, c.d, c.m,
-                    worst_h, worst_y);
+                    h_errors.worst, y_errors.worst);
 
         // inference: no h written, the same y to the bit
         STATETRACK_CUDA(cudaMemset(dh.data, 0, dh.size * sizeof(bf16)));
@@ -245,34 +257,25 @@ TEST(CudaKernels, ResidualNormForwardMatchesFp64OverManyTiles) {
         const auto xn = download(dxn);
         EXPECT_EQ(touched_past(y, c.rows * c.d) + touched_past(xn, c.rows * c.d) + touched_past(rinv, c.rows), 0u)
             << "rows " << c.rows << ": written past the last row";
-        std::size_t bad = 0;
-        double worst_y = 0, worst_r = 0, worst_xn = 0;
-        auto note = [&bad](double err, double& worst) {
-            if (!(err <= 1.0)) ++bad;
-            if (err > worst || std::isnan(err)) worst = err;
-        };
+        Worst y_errors, r_errors, xn_errors;
         for (std::size_t row = 0; row < c.rows; ++row) {
             double squares = 0;
             for (std::size_t o = 0; o < c.d; ++o) {
-                double want = r[row * c.d + o], magnitude = std::abs(want);
-                for (std::size_t j = 0; j < k; ++j) {
-                    const double term = value(x[row * k + j]) * value(w[o * k + j]);
-                    want += term, magnitude += std::abs(term);
-                }
+                const ProductSum want = residual_sum(r[row * c.d + o], &x[row * k], &w[o * k], k);
                 const double got = y[row * c.d + o];
-                note(std::abs(got - want) / (fp32_sums_bound(k) * magnitude + 1e-30), worst_y);
+                y_errors.note(std::abs(got - want.value) / (fp32_sums_bound(k) * want.magnitude + 1e-30));
                 squares += got * got;
             }
             const double want_r = 1.0 / std::sqrt(squares / double(c.d) + 1e-6);
-            note(std::abs(rinv[row] - want_r) / (0x1p-20 * want_r), worst_r);
+            r_errors.note(std::abs(rinv[row] - want_r) / (0x1p-20 * want_r));
             for (std::size_t o = 0; o < c.d; ++o) {
                 const double want = double(gain[o]) * y[row * c.d + o] * want_r;
-                note(std::abs(value(xn[row * c.d + o]) - want) / ((0x1p-8 + 0x1p-14) * std::abs(want) + 1e-30), worst_xn);
+                xn_errors.note(std::abs(value(xn[row * c.d + o]) - want) / ((0x1p-8 + 0x1p-14) * std::abs(want) + 1e-30));
             }
         }
-        EXPECT_EQ(bad, 0u) << "rows " << c.rows << " d " << c.d << " k " << k;
+        EXPECT_EQ(y_errors.bad + r_errors.bad + xn_errors.bad, 0u) << "rows " << c.rows << " d " << c.d << " k " << k;
         std::printf("residual_norm_forward rows %zu d %zu k %zu: worst error y %.3f, rinv %.3f, xn %.3f of its bound\n",
-                    c.rows, c.d, k, worst_y, worst_r, worst_xn);
+                    c.rows, c.d, k, y_errors.worst, r_errors.worst, xn_errors.worst);
     }
 }
 
