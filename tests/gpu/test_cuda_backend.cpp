@@ -665,7 +665,7 @@ TEST(CudaBackend, Bf16FusedProductsMatchCublasOnManyRows) {
     const auto c = config_for("deltanet", EigRange::signed_unit, 32, 2);  // d 32, MLP width 24
     const std::size_t T = 256;
 #if STATETRACK_TEST_KERNELS
-    const std::size_t B = std::max<std::size_t>(300, (cuda::fused_forward_rows() + T - 1) / T);  // more SMs, more rows
+    const std::size_t B = std::max<std::size_t>(300, (cuda::fused_products_rows() + T - 1) / T);  // more SMs, more rows
 #else
     const std::size_t B = 300;
 #endif

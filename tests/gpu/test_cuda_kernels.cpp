@@ -279,6 +279,103 @@ TEST(CudaKernels, ResidualNormForwardMatchesFp64OverManyTiles) {
     }
 }
 
+// The input gradient into an RMSNorm with the norm's backward after it, against fp64: dxn = dy w
+// over K (its fp32 sums: fp32_sums_bound of the sum of |terms|), then dx = dx_before + r g dxn - x
+// r^3 sum(g dxn x) / d (each entry's bound: its dxn's error carried through both terms, the row
+// sum's own fp32 error, and 2^-21 of the terms for the last operations), dx16 dx rounded to bf16
+// exactly, and the gain's gradient sum(dxn x r) over the rows through the partial sums. Shapes: many
+// tiles a block (40,001 rows, 313 tiles of 128), K not a multiple of the 32-column slices (392, the
+// projections' depth at the paper's sizes; 200, 48), dy's rows wider than K with NaN past it (not
+// summed), d 32, 64 and 128, with and without accumulation and the bf16 copy; the paper's shape again
+// after smaller ones. dx's and dx16's guard rows stay poisoned.
+struct NormCase {
+    std::size_t rows, K, ldy, d;
+    bool accumulate, copy16;
+};
+TEST(CudaKernels, NormBackwardProductMatchesFp64OverManyTiles) {
+    SKIP_WITHOUT_GPU();
+    for (const NormCase c : {NormCase{1000, 512, 512, 128, true, true}, NormCase{40001, 512, 512, 128, true, true},
+                             NormCase{7, 48, 56, 32, false, true}, NormCase{777, 392, 392, 128, true, false},
+                             NormCase{333, 200, 208, 64, true, true}, NormCase{3000, 392, 392, 128, true, true}}) {
+        Rng rng = make_rng(c.rows + c.K + c.d, 14);
+        auto dy = random_bf16(c.rows * c.ldy, 1.0, rng);
+        for (std::size_t r = 0; r < c.rows; ++r)
+            for (std::size_t k = c.K; k < c.ldy; ++k) dy[r * c.ldy + k] = __float2bfloat16(NAN);
+        const auto w = random_bf16(c.K * c.d, 0.1, rng);
+        std::vector<float> x(c.rows * c.d), dx_before(c.rows * c.d), rinv(c.rows), gain(c.d);
+        for (float& v : x) v = float(normal(rng));
+        for (float& v : dx_before) v = float(normal(rng));
+        for (float& v : rinv) v = float(0.5 + 0.5 * std::abs(normal(rng)));
+        for (float& v : gain) v = float(1.0 + 0.2 * normal(rng));
+        DeviceArray<bf16> ddy(dy.size()), dw(w.size()), ddx16((c.rows + guard_rows) * c.d);
+        DeviceArray<float> dx_arr(x.size()), drinv(rinv.size()), dgain(gain.size()), ddx((c.rows + guard_rows) * c.d),
+            dg(c.d), scratch(rmsnorm_backward_partials(c.rows, c.d));
+        upload(ddy, dy), upload(dw, w), upload(dx_arr, x), upload(drinv, rinv), upload(dgain, gain);
+        poison(ddx), poison(ddx16);
+        if (c.accumulate)
+            STATETRACK_CUDA(cudaMemcpy(ddx.data, dx_before.data(), dx_before.size() * sizeof(float), cudaMemcpyHostToDevice));
+        STATETRACK_CUDA(cudaMemset(dg.data, 0, c.d * sizeof(float)));
+        std::vector<PartialSum> sums;
+        const bool ran = norm_backward_product(ddy.data, c.ldy, dw.data, dx_arr.data, dgain.data, drinv.data, ddx.data,
+                                               c.copy16 ? ddx16.data : nullptr, dg.data, c.rows, c.K, c.d, c.accumulate, 0,
+                                               Partials{scratch.data, &sums}, nullptr);
+        if (ran) add_partial_sums(sums, nullptr);
+        STATETRACK_CUDA(cudaDeviceSynchronize());
+        if (!device_runs_bf16_mma()) {
+            EXPECT_FALSE(ran) << "the kernel needs sm_80's bf16 mma";
+            continue;
+        }
+        ASSERT_TRUE(ran) << "rows " << c.rows << " K " << c.K << " d " << c.d;
+        const auto got = download(ddx), got_g = download(dg);
+        const auto got16 = download(ddx16);
+        EXPECT_EQ(touched_past(got, c.rows * c.d), 0u) << "rows " << c.rows << ": dx written past the last row";
+        EXPECT_EQ(touched_past(got16, c.copy16 ? c.rows * c.d : 0), 0u) << "rows " << c.rows << ": dx16";
+        Worst dx_errors, g_errors;
+        std::size_t copies_wrong = 0;
+        std::vector<double> g_want(c.d, 0.0), g_bound(c.d, 0.0), dxn(c.d), err(c.d);
+        const double sums_k = fp32_sums_bound(c.K), sums_d = fp32_sums_bound(c.d);
+        for (std::size_t row = 0; row < c.rows; ++row) {
+            const double r = rinv[row];
+            double dot = 0, dot_magnitude = 0, carried = 0;  // carried: sum |g x| err of the row's dxn
+            for (std::size_t o = 0; o < c.d; ++o) {
+                double v = 0, magnitude = 0;
+                for (std::size_t k = 0; k < c.K; ++k) {
+                    const double term = value(dy[row * c.ldy + k]) * value(w[k * c.d + o]);
+                    v += term, magnitude += std::abs(term);
+                }
+                dxn[o] = v, err[o] = sums_k * magnitude;
+                const double gx = double(gain[o]) * x[row * c.d + o];
+                dot += gx * v, dot_magnitude += std::abs(gx * v), carried += std::abs(gx) * err[o];
+            }
+            for (std::size_t o = 0; o < c.d; ++o) {
+                const double xo = x[row * c.d + o], before = c.accumulate ? dx_before[row * c.d + o] : 0.0;
+                const double first = r * gain[o] * dxn[o], second = xo * r * r * r * dot / double(c.d);
+                const double want = before + first - second;
+                const double bound = std::abs(r * gain[o]) * err[o] +
+                                     std::abs(xo) * r * r * r / double(c.d) * (carried + sums_d * dot_magnitude) +
+                                     0x1p-21 * (std::abs(first) + std::abs(second) + std::abs(before)) + 1e-30;
+                const float out = got[row * c.d + o];
+                dx_errors.note(std::abs(out - want) / bound, row * c.d + o);
+                if (c.copy16) {
+                    const bf16 copy = got16[row * c.d + o], rounded = __float2bfloat16(out);
+                    copies_wrong += std::memcmp(&copy, &rounded, sizeof(bf16)) != 0;
+                }
+                g_want[o] += dxn[o] * xo * r;
+                g_bound[o] += std::abs(xo * r) * err[o] + fp32_sums_bound(c.rows) * std::abs(dxn[o] * xo * r);
+            }
+        }
+        for (std::size_t o = 0; o < c.d; ++o) g_errors.note(std::abs(got_g[o] - g_want[o]) / (g_bound[o] + 1e-30), o);
+        const std::size_t first = dx_errors.first_bad;
+        EXPECT_EQ(dx_errors.bad, 0u) << "rows " << c.rows << " K " << c.K << " d " << c.d << ": first at row "
+                                     << first / c.d << " column " << first % c.d << ", got " << got[first];
+        EXPECT_EQ(copies_wrong, 0u) << "rows " << c.rows << ": dx16 is not dx rounded to bf16";
+        EXPECT_EQ(g_errors.bad, 0u) << "rows " << c.rows << " K " << c.K << " d " << c.d << ": gain column "
+                                    << g_errors.first_bad;
+        std::printf("norm_backward_product rows %zu K %zu d %zu: worst error dx %.3f, gain %.3f of its bound\n", c.rows,
+                    c.K, c.d, dx_errors.worst, g_errors.worst);
+    }
+}
+
 // Shapes the kernels do not take launch nothing and leave the outputs as they were (the backend then
 // runs cuBLAS with swiglu_backward, swiglu_forward or rmsnorm_forward).
 TEST(CudaKernels, FusedProductsRefuseShapesTheyDoNotFit) {
@@ -304,6 +401,23 @@ TEST(CudaKernels, FusedProductsRefuseShapesTheyDoNotFit) {
                                        nullptr));  // d % 16
     EXPECT_FALSE(residual_norm_forward(gu.data, w.data, r.data, y.data, r.data, dgu.data, rinv.data, rows, 16, 16,
                                        rows + 1, nullptr));  // few rows
+    // the norm's: d not 32, 64 or 128; K or ldy not a multiple of 8; ldy < K; unaligned
+    DeviceArray<float> dg(64), scratch(rmsnorm_backward_partials(rows, 64));
+    std::vector<PartialSum> sums;
+    const Partials partials{scratch.data, &sums};
+    EXPECT_FALSE(norm_backward_product(gu.data, 32, w.data, r.data, r.data, rinv.data, y.data, dgu.data, dg.data, rows, 32,
+                                       48, true, 0, partials, nullptr));  // d
+    EXPECT_FALSE(norm_backward_product(gu.data, 32, w.data, r.data, r.data, rinv.data, y.data, dgu.data, dg.data, rows, 28,
+                                       32, true, 0, partials, nullptr));  // K % 8
+    EXPECT_FALSE(norm_backward_product(gu.data, 36, w.data, r.data, r.data, rinv.data, y.data, dgu.data, dg.data, rows, 32,
+                                       32, true, 0, partials, nullptr));  // ldy % 8
+    EXPECT_FALSE(norm_backward_product(gu.data, 16, w.data, r.data, r.data, rinv.data, y.data, dgu.data, dg.data, rows, 32,
+                                       32, true, 0, partials, nullptr));  // ldy < K
+    EXPECT_FALSE(norm_backward_product(gu.data, 32, w.data, r.data, r.data, rinv.data, y.data, dgu.data + 1, dg.data, rows,
+                                       32, 32, true, 0, partials, nullptr));  // unaligned
+    EXPECT_FALSE(norm_backward_product(gu.data, 32, w.data, r.data, r.data, rinv.data, y.data, dgu.data, dg.data, rows, 32,
+                                       32, true, rows + 1, partials, nullptr));  // few rows
+    EXPECT_TRUE(sums.empty());
     STATETRACK_CUDA(cudaDeviceSynchronize());
     for (const bf16 x : download(dgu)) ASSERT_EQ(value(x), 0.0);
 }

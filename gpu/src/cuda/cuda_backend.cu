@@ -488,7 +488,7 @@ void forward_pass(CudaSession& session, const Plan& p) {
             // the output product and the MLP's norm in one kernel where the shape and the rows allow
             normed2 = p.proj16 && session.options.fused_products &&
                       residual_norm_forward(as16(ws + a.on), W16 + sl.wo, ws + p.x[l], ws + a.x_mid, W + sl.norm2,
-                                            as16(ws + a.xn2), ws + a.r2, N, d, d, fused_forward_rows(), st);
+                                            as16(ws + a.xn2), ws + a.r2, N, d, d, fused_products_rows(), st);
             if (!normed2) {
                 if (p.proj16) blas.forward_residual(as16(ws + a.on), d, W16 + sl.wo, ws + p.x[l], ws + a.x_mid, N, d, d);
                 else blas.forward_residual(ws + a.on, d, W + sl.wo, ws + p.x[l], ws + a.x_mid, N, d, d);
@@ -502,7 +502,7 @@ void forward_pass(CudaSession& session, const Plan& p) {
             // backward only)
             if (!session.options.fused_products ||
                 !mlp_down_forward(gu, W16 + sl.wdown, ws + a.x_mid, p.training ? hm : nullptr, ws + p.x[l + 1], N, p.m, d,
-                                  fused_forward_rows(), st)) {
+                                  fused_products_rows(), st)) {
                 swiglu_forward(gu, hm, N, p.m, st);
                 blas.forward_residual(hm, p.m, W16 + sl.wdown, ws + a.x_mid, ws + p.x[l + 1], N, p.m, d);
             }
@@ -602,12 +602,17 @@ void backward_pass(CudaSession& session, const Plan& p) {
     }
     // the last side product of the layer above (the projections'): it reads s1 ([dpre | dz]) or dpre16
     cudaEvent_t wq_done = nullptr;
+    // bf16 input gradients into the norms with the norms' backward inside (norm_backward_product), from
+    // the rows where that is faster; its callers join the side products that read dx16 before it
+    const bool fused_norms = session.options.fused_products && N >= fused_products_rows();
     for (std::size_t l = c.layers; l-- > 0;) {
         const LayerSlots& sl = L.layers[l];
         const LayerActs& a = p.layers[l];
         // MLP (s1 is written next, and dz in the mixer: the layer above's side products are done)
         side.join(wq_done);
         cudaEvent_t wdown_done, wgate_done;
+        const Partials norm2_partials = region(norm_partials);
+        bool normed2 = false;  // the MLP norm's backward ran inside the gate/up input gradient
         if (p.mlp16) {
             bf16 *dhm = as16(ws + p.s1), *dgu = as16(ws + p.s2);
             wdown_done = side.weight_grad(as16(ws + a.hm), p.m, dx16, d, G + sl.wdown, N, p.m, d);
@@ -616,8 +621,16 @@ void backward_pass(CudaSession& session, const Plan& p) {
                 blas.input_grad(dx16, d, W16 + sl.wdown, dhm, p.m, N, p.m, d, false);
                 swiglu_backward(as16(ws + a.gu), dhm, dgu, N, p.m, st);
             }
-            blas.input_grad(dgu, 2 * p.m, W16 + sl.wgate, dxn, d, N, d, 2 * p.m, false);
             wgate_done = side.weight_grad(as16(ws + a.xn2), d, dgu, 2 * p.m, G + sl.wgate, N, d, 2 * p.m);
+            // the gate/up input gradient with the MLP norm's backward after it, where the shape allows
+            // (dx and dx16 are written: the down projection's weight gradient, reading dx16, first)
+            if (fused_norms) {
+                side.join(wdown_done);
+                normed2 = norm_backward_product(dgu, 2 * p.m, W16 + sl.wgate, ws + a.x_mid, W + sl.norm2, ws + a.r2, dx,
+                                                p.proj16 ? dx16 : nullptr, G + sl.norm2, N, 2 * p.m, d, true,
+                                                fused_products_rows(), norm2_partials, st);
+            }
+            if (!normed2) blas.input_grad(dgu, 2 * p.m, W16 + sl.wgate, dxn, d, N, d, 2 * p.m, false);
         } else {
             float* dhm = ws + p.s1;
             float* dgu = ws + p.s2;
@@ -627,13 +640,17 @@ void backward_pass(CudaSession& session, const Plan& p) {
             blas.input_grad(dgu, 2 * p.m, W + sl.wgate, dxn, d, N, d, 2 * p.m, false);
             wgate_done = side.weight_grad(ws + a.xn2, d, dgu, 2 * p.m, G + sl.wgate, N, d, 2 * p.m);
         }
-        side.join(wdown_done);  // dx is added to next
-        rmsnorm_backward(ws + a.x_mid, W + sl.norm2, ws + a.r2, dxn, dx, G + sl.norm2, N, d, d, true,
-                         region(norm_partials), st, p.proj16 ? dx16 : nullptr);
+        if (!normed2) {
+            side.join(wdown_done);  // dx is added to next
+            rmsnorm_backward(ws + a.x_mid, W + sl.norm2, ws + a.r2, dxn, dx, G + sl.norm2, N, d, d, true, norm2_partials,
+                             st, p.proj16 ? dx16 : nullptr);
+        }
         // mixer. The LSTM writes s2 (dgu above) next; the linear-attention mixers do not, so the
         // wgate gradient may run beside their backward, into the tail of the recurrence kernel's
         // last wave of blocks (joined before the first norm's backward, through wo_done).
         cudaEvent_t wo_done = nullptr;
+        Partials norm1_partials{};  // the first norm's, where its backward runs inside the projections'
+        bool normed1 = false;
         if (c.mixer == Mixer::lstm) {
             side.join(wgate_done);
             float* dH = ws + p.s1;
@@ -709,7 +726,17 @@ void backward_pass(CudaSession& session, const Plan& p) {
             // sm90 kernels: cublasGemmEx alone 178 -> 138 us at T = 256 on the H100), the rows past
             // proj zero on both sides
             if (p.proj16) {
-                blas.input_grad(dpre16, p.ldp, W16 + sl.wq, dxn, d, N, d, p.ldp, false);
+                // with the first norm's backward after it, where the shape allows (not in the first layer
+                // where its dx goes to the embedding by letters, below; dx and dx16 are written: wo's weight
+                // gradient, reading dx16, first)
+                if (fused_norms && !(l == 0 && rmsnorm_backward_embeds(N, d, c.vocab))) {
+                    side.join(wo_done);
+                    norm1_partials = region(norm_partials);
+                    normed1 = norm_backward_product(dpre16, p.ldp, W16 + sl.wq, ws + p.x[l], W + sl.norm1, ws + a.r1, dx,
+                                                    l > 0 ? dx16 : nullptr, G + sl.norm1, N, p.ldp, d, true,
+                                                    fused_products_rows(), norm1_partials, st);
+                }
+                if (!normed1) blas.input_grad(dpre16, p.ldp, W16 + sl.wq, dxn, d, N, d, p.ldp, false);
                 wq_done = side.weight_grad(as16(ws + a.xn1), d, dpre16, p.ldp, G + sl.wq, N, d, p.proj);
             } else {
                 blas.input_grad(dpre, p.ldp, W + sl.wq, dxn, d, N, d, p.proj, false);
@@ -724,10 +751,12 @@ void backward_pass(CudaSession& session, const Plan& p) {
             const Partials gain = region(norm_partials);
             rmsnorm_backward_into_embedding(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, tokens,
                                             G + L.embed, N, d, c.vocab, true, gain, region(embed_partials(p, c)), st);
-        } else {
+        } else if (!normed1) {
             rmsnorm_backward(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, N, d, d, true,
-                             region(norm_partials), st, l > 0 ? dx16 : nullptr);
-            if (l == 0) embed_backward(tokens, dx, G + L.embed, N, d, c.vocab, region(embed_partials(p, c)), st);
+                             norm1_partials.sums ? norm1_partials : region(norm_partials), st, l > 0 ? dx16 : nullptr);
+        }
+        if (l == 0 && !rmsnorm_backward_embeds(N, d, c.vocab)) {
+            embed_backward(tokens, dx, G + L.embed, N, d, c.vocab, region(embed_partials(p, c)), st);
         }
     }
     add_partial_sums(sums, st);

@@ -9,7 +9,7 @@
 // SwiGLU(gu) computed from the tile of gu in shared memory (h goes out for the backward's weight
 // gradient, but is not read back: swiglu_forward wrote h and the residual product read it back, 0.5
 // KB a row); and the mixer's output product followed by the MLP's RMSNorm of y (rmsnorm_forward read
-// y back, 0.5 KB a row). Only from 32 tiles an SM (fused_forward_rows): with fewer, the weight's copy
+// y back, 0.5 KB a row). Only from 32 tiles an SM (fused_products_rows): with fewer, the weight's copy
 // and the short pipeline cost more than the bytes saved.
 //
 // Backward: from the MLP's output gradient to the gradient of [gate | up]: dh = dy Wdown (the down
@@ -18,6 +18,10 @@
 // one rounding fewer), and a row's bytes go from 2.1 to 1.3 KB at the paper's sizes (dy 0.25, dh 0.5
 // written and read back, gu 1, dgu 1). dgu is written in place of gu's tile in shared memory, then
 // out in 16-byte rows.
+//
+// Backward, into a norm (norm_backward_product_kernel): the input gradient of the MLP's gate/up
+// product or of the mixer's projections, dxn = dy w, and the RMSNorm's backward that reads it, in one
+// kernel; its weight (K x d) streams through shared memory with dy, as in a plain product.
 #include <cstdint>
 #include <initializer_list>
 
@@ -283,6 +287,188 @@ __global__ void __launch_bounds__(down_threads, 2) residual_forward_kernel(Forwa
     wait_copies<0>();  // no copy outlives the block
 }
 
+// ---- An input gradient that feeds an RMSNorm's backward, and that backward, in one kernel ----
+// dxn = dy w over K (the product's sums in fp32 registers), then rmsnorm_backward_rows_kernel's
+// arithmetic on whole rows: the separate norm read dxn back in fp32 (1 KB a row written and read at
+// d 128). A warp owns 16 whole rows (all d columns), a block 8 warps; w is too large to stay in
+// shared memory beside two blocks (K x d: 128 KB for the MLP's gate/up product at the paper's
+// sizes), so w's rows stream with dy's columns, nb_k at a time, through nb_stages buffers
+// (cp.async), as a plain product's operands do. The products go through shared memory to the norm,
+// which takes a row at a time with whole rows in each load. H100, a launch at T = 256 (ncu): 280 us
+// for the gate/up product's 724 MB (2.6 TB/s) against cuBLAS's 141 and the norm's 217. Measured on
+// the way: the norm on the products' registers (eight rows' 32-byte pieces a load) 420 us, warps
+// waiting on those loads two thirds of the time; 32 columns a slice in four buffers 301 us (dy's rows
+// read 64 bytes at a time); 4 warps a block (four blocks an SM) slower.
+constexpr unsigned nb_warps = 8, nb_threads = 32 * nb_warps, nb_rows = 16 * nb_warps;
+constexpr unsigned nb_k = 64, nb_stages = 3;  // 128-byte pieces of dy's rows; 108 KB, two blocks an SM
+
+struct NormBackwardArgs {
+    const bf16* dy;  // [rows][ldy], the first K columns summed
+    const bf16* w;   // [K][d]
+    const float* x;  // the norm's input [rows][d]
+    const float* rinv;
+    const float* gain;
+    float* dx;        // [rows][d]: written, or added to (accumulate)
+    bf16* dx16;       // its bf16 copy, or null
+    float* partials;  // [gridDim.x][d]: the gain's gradient summed over each block's rows
+    unsigned ldy, rows, K, d, tiles;
+    bool accumulate;
+};
+
+// The shared memory, in bf16 elements: nb_stages buffers, each dy's tile [nb_rows][nb_k + pad] and
+// w's rows [nb_k][d + pad]; after a tile's products, the same bytes hold each warp's dxn [16][d + 4]
+// in fp32 (the last tile's: then the warps' gain sums [nb_warps][d]).
+struct NormBackwardLayout {
+    unsigned lda, ldb;
+    std::size_t a_size, stage, total;
+    __host__ __device__ explicit NormBackwardLayout(unsigned d)
+        : lda(padded(nb_k)), ldb(padded(d)), a_size(std::size_t(nb_rows) * lda), stage(a_size + std::size_t(nb_k) * ldb),
+          total(nb_stages * stage > 2 * std::size_t(nb_rows) * y_stride(d) ? nb_stages * stage
+                                                                           : 2 * std::size_t(nb_rows) * y_stride(d)) {}
+};
+
+// V adjacent floats (V 1, 2 or 4: 4 V-byte aligned) in one load or store; and in bf16.
+template <int V>
+__device__ void load_columns(const float* p, float (&v)[V]) {
+    if constexpr (V == 4) {
+        const float4 f = *reinterpret_cast<const float4*>(p);
+        v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+    } else if constexpr (V == 2) {
+        const float2 f = *reinterpret_cast<const float2*>(p);
+        v[0] = f.x, v[1] = f.y;
+    } else {
+        v[0] = *p;
+    }
+}
+template <int V>
+__device__ void store_columns(float* p, const float (&v)[V]) {
+    if constexpr (V == 4) *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    else if constexpr (V == 2) *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
+    else *p = v[0];
+}
+template <int V>
+__device__ void store_columns16(bf16* p, const float (&v)[V]) {
+    if constexpr (V == 4) {
+        const __nv_bfloat162 pair[2] = {__floats2bfloat162_rn(v[0], v[1]), __floats2bfloat162_rn(v[2], v[3])};
+        *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(pair);
+    } else if constexpr (V == 2) {
+        *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(v[0], v[1]);
+    } else {
+        *p = __float2bfloat16(v[0]);
+    }
+}
+
+template <int NT>  // d = 8 NT
+__global__ void __launch_bounds__(nb_threads, 16 / nb_warps) norm_backward_product_kernel(NormBackwardArgs s) {
+    extern __shared__ __align__(16) bf16 nb_shared[];
+    const NormBackwardLayout at(s.d);
+    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+    const unsigned slices = (s.K + nb_k - 1) / nb_k, d = 8 * NT;
+
+    // slice `slice` of tile `tile` into its buffer: dy's columns and w's rows k0 .. k0 + nb_k - 1,
+    // zeros past K (in both: 0 times a stale value could be NaN) and past the rows
+    auto start_slice = [&](unsigned tile, unsigned slice) {
+        bf16* a = nb_shared + (slice % nb_stages) * at.stage;
+        bf16* b = a + at.a_size;
+        const unsigned k0 = slice * nb_k;
+        for (unsigned i = threadIdx.x; i < nb_rows * (nb_k / 8); i += nb_threads) {
+            const unsigned r = i / (nb_k / 8), c = 8 * (i % (nb_k / 8)), row = tile * nb_rows + r;
+            const bool valid = row < s.rows && k0 + c < s.K;
+            copy16(a + r * at.lda + c, s.dy + (valid ? std::size_t(row) * s.ldy + k0 + c : 0), valid);
+        }
+        for (unsigned i = threadIdx.x; i < nb_k * (d / 8); i += nb_threads) {
+            const unsigned r = i / (d / 8), c = 8 * (i % (d / 8));
+            const bool valid = k0 + r < s.K;
+            copy16(b + r * at.ldb + c, s.w + (valid ? std::size_t(k0 + r) * d + c : 0), valid);
+        }
+    };
+
+    float dgain[NT / 4] = {};  // the gain's gradient in the lane's columns, summed over its rows
+    for (unsigned t = blockIdx.x; t < s.tiles; t += gridDim.x) {
+        for (unsigned p = 0; p + 1 < nb_stages; ++p) {
+            if (p < slices) start_slice(t, p);
+            commit_copies();
+        }
+        float acc[NT][4] = {};
+        const unsigned arow_at = (16 * warp + lane % 16) * at.lda + 8 * (lane / 16);
+        // B = w stored [k][n]: this lane's row (k) l % 8 + 8 ((l / 8) % 2), columns from 8 (l / 16)
+        const unsigned brow_at = at.a_size + (lane % 8 + 8 * ((lane / 8) % 2)) * at.ldb + 8 * (lane / 16);
+        for (unsigned ks = 0; ks < slices; ++ks) {
+            wait_copies<nb_stages - 2>();  // this thread's copies of slice ks
+            __syncthreads();  // everyone's; and every warp is done with slice ks - 1, whose buffer is refilled now
+            if (ks + nb_stages - 1 < slices) start_slice(t, ks + nb_stages - 1);
+            commit_copies();
+            const bf16* stage = nb_shared + (ks % nb_stages) * at.stage;
+            product16<NT, true>(acc, stage + arow_at, stage + brow_at, 16 * at.ldb, 16, nb_k);
+        }
+        wait_copies<0>();  // (the last groups are empty)
+        __syncthreads();   // every warp is done with the buffers: they take the warps' dxn tiles
+
+        // dxn through shared memory (the warp's 16 rows, fp32), then the norm's backward a row at a
+        // time as rmsnorm_backward_rows_kernel computes it, each lane NT / 4 adjacent columns: whole
+        // rows of x and dx in each load (in the mma's layout, eight rows' 32-byte pieces a load, the
+        // warps waited on those loads for two thirds of their time: 430 us a launch at T = 256)
+        float* tile = reinterpret_cast<float*>(nb_shared) + warp * 16 * y_stride(d);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int hi = 0; hi < 2; ++hi)
+                *reinterpret_cast<float2*>(tile + (g + 8 * hi) * y_stride(d) + 8 * nt + 2 * q) =
+                    make_float2(acc[nt][2 * hi], acc[nt][2 * hi + 1]);
+        __syncwarp();
+        constexpr int V = NT / 4, batch = 4;  // columns a lane, rows whose loads are in flight together
+        const unsigned c0 = V * lane;
+        float gk[V];
+        load_columns<V>(s.gain + c0, gk);
+        for (unsigned r0 = 0; r0 < 16; r0 += batch) {
+            const unsigned first = t * nb_rows + 16 * warp + r0;
+            if (first >= s.rows) break;
+            float xv[batch][V], dv[batch][V], before[batch][V], dot[batch], ri[batch];
+#pragma unroll
+            for (int i = 0; i < batch; ++i) {
+                const bool in = first + i < s.rows;
+                const std::size_t at_row = std::size_t(in ? first + i : first) * d + c0;
+                load_columns<V>(s.x + at_row, xv[i]);
+                if (s.accumulate) load_columns<V>(s.dx + at_row, before[i]);
+                ri[i] = s.rinv[in ? first + i : first];
+                load_columns<V>(tile + (r0 + i) * y_stride(d) + c0, dv[i]);
+                dot[i] = 0;
+#pragma unroll
+                for (int j = 0; j < V; ++j) dot[i] += gk[j] * dv[i][j] * xv[i][j];
+            }
+            warp_sums(dot);
+#pragma unroll
+            for (int i = 0; i < batch; ++i) {
+                if (first + i >= s.rows) break;
+                const float r = ri[i], scale = r * r * r * dot[i] / float(d);
+                float out[V];
+#pragma unroll
+                for (int j = 0; j < V; ++j) {
+                    out[j] = r * gk[j] * dv[i][j] - xv[i][j] * scale;
+                    if (s.accumulate) out[j] += before[i][j];
+                    dgain[j] += dv[i][j] * xv[i][j] * r;
+                }
+                const std::size_t at_row = std::size_t(first + i) * d + c0;
+                store_columns<V>(s.dx + at_row, out);
+                if (s.dx16) store_columns16<V>(s.dx16 + at_row, out);
+            }
+        }
+        __syncthreads();  // every warp is done with its tile before the next tile's first slices
+    }
+
+    // the block's partial sums of the gain's gradient: the warps' in order (no atomics: the same bits
+    // every run)
+    float* sums = reinterpret_cast<float*>(nb_shared);  // [nb_warps][d]
+#pragma unroll
+    for (int j = 0; j < NT / 4; ++j) sums[warp * d + (NT / 4) * lane + j] = dgain[j];
+    __syncthreads();
+    for (unsigned c = threadIdx.x; c < d; c += nb_threads) {
+        float v = sums[c];
+        for (unsigned w = 1; w < nb_warps; ++w) v += sums[w * d + c];
+        s.partials[std::size_t(blockIdx.x) * d + c] = v;
+    }
+}
+
 // Where the shapes fit the kernels: d a multiple of 16 (the backward's mma k; the forward's 16-column
 // blocks and 4-float rows), m of 8 (16-byte rows of gate and up), 16-byte aligned arrays.
 bool fits(std::size_t rows, std::size_t d, std::size_t m, std::initializer_list<const void*> arrays) {
@@ -297,7 +483,7 @@ unsigned tiles_of(std::size_t rows) { return unsigned((rows + down_rows - 1) / d
 
 }  // namespace
 
-std::size_t fused_forward_rows() { return std::size_t(16) * down_rows * 2 * sm_count(); }
+std::size_t fused_products_rows() { return std::size_t(16) * down_rows * 2 * sm_count(); }
 
 bool mlp_down_backward(const bf16* dy, const bf16* w_down, const bf16* gu, bf16* dgu, std::size_t rows, std::size_t d,
                        std::size_t m, cudaStream_t stream) {
@@ -327,6 +513,35 @@ bool residual_norm_forward(const bf16* x, const bf16* w, const float* r, float* 
     const std::size_t bytes = ForwardLayout(s.d, s.k, false).total * sizeof(bf16);
     return launch_persistent(residual_forward_kernel<false, true>, down_threads, bytes, 2, s.tiles,
                              "residual_norm_forward", stream, s);
+}
+
+bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const float* x, const float* gain,
+                           const float* rinv, float* dx, bf16* dx16, float* dg, std::size_t rows, std::size_t k,
+                           std::size_t d, bool accumulate, std::size_t min_rows, const Partials& partials,
+                           cudaStream_t stream) {
+    if (rows == 0 || rows < min_rows || rows >= (1u << 31) || k == 0 || k % 8 || k > 65536 || ldy < k || ldy % 8 ||
+        (d != 32 && d != 64 && d != 128) || !aligned16(partials.scratch))
+        return false;
+    for (const void* p : {static_cast<const void*>(dy), static_cast<const void*>(w), static_cast<const void*>(x),
+                          static_cast<const void*>(dx), static_cast<const void*>(dx16)})
+        if (!aligned16(p)) return false;
+    const NormBackwardArgs s{dy, w, x, rinv, gain, dx, dx16, partials.scratch, unsigned(ldy), unsigned(rows),
+                             unsigned(k), unsigned(d), unsigned((rows + nb_rows - 1) / nb_rows), accumulate};
+    const std::size_t bytes = NormBackwardLayout(s.d).total * sizeof(bf16);
+    auto kernel = d == 32 ? norm_backward_product_kernel<4>
+                  : d == 64 ? norm_backward_product_kernel<8>
+                            : norm_backward_product_kernel<16>;
+    // its partial sums: a row of d a block, within what rmsnorm_backward's region holds
+    const int per_sm = persistent_blocks_per_sm(reinterpret_cast<const void*>(kernel), nb_threads, bytes,
+                                                "norm_backward_product");
+    if (per_sm < int(16 / nb_warps)) return false;
+    // a block a tile up to every SM's blocks, and a row of partial sums a block within what
+    // rmsnorm_backward's region holds
+    const unsigned blocks = std::min({s.tiles, unsigned(per_sm) * sm_count(), unsigned(rmsnorm_backward_partials(rows, d) / d)});
+    kernel<<<blocks, nb_threads, bytes, stream>>>(s);
+    check(cudaGetLastError(), "norm_backward_product");
+    partials.sums->push_back({partials.scratch, blocks, d, dg});
+    return true;
 }
 
 }  // namespace statetrack::gpu::cuda

@@ -130,14 +130,29 @@ bool mlp_down_forward(const bf16* gu, const bf16* w_down, const float* r, bf16* 
 bool residual_norm_forward(const bf16* x, const bf16* w, const float* r, float* y, const float* gain, bf16* xn,
                            float* rinv, std::size_t rows, std::size_t k, std::size_t d, std::size_t min_rows,
                            cudaStream_t stream);
-// The rows from which these forward kernels are faster than the kernels they replace: 32 tiles an
-// SM (16 a block for mlp_down_forward's two blocks an SM, 8 for residual_norm_forward's four). H100,
-// at the paper's sizes (docs/PERFORMANCE.md, twelfth session): mlp_down_forward 281 us against
-// swiglu_forward and cuBLAS's 305 a layer at 262,144 rows (62 tiles a block), no gain at 40,960
-// (10), 2% of the step slower on training's packed batches (~5). Counted on the SMs of the device
+// The input gradient of a product that feeds an RMSNorm, and the norm's backward, in one kernel
+// (fused_products.cu): dxn = dy w (dy [rows][k] bf16, rows ldy apart; w [k][d] bf16, as the
+// parameters hold a [k][d] product's weight), fp32 sums, never stored; then over whole rows of d as
+// rmsnorm_backward computes it from x, gain and rinv: dx (+)= r g dxn - x r^3 sum(g dxn x) / d, dx16
+// (unless null) its bf16 copy, and the gain's gradient into dg through `partials`
+// (rmsnorm_backward_partials(rows, d) floats). False (nothing launched) where the shape does not fit
+// (d 32, 64 or 128; k and ldy multiples of 8; 16-byte aligned arrays; two blocks an SM) or the rows
+// are fewer than min_rows: then the product and rmsnorm_backward run apart. dx and dx16 must not
+// overlap dy, w or x.
+bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const float* x, const float* gain,
+                           const float* rinv, float* dx, bf16* dx16, float* dg, std::size_t rows, std::size_t k,
+                           std::size_t d, bool accumulate, std::size_t min_rows, const Partials& partials,
+                           cudaStream_t stream);
+// The rows from which the forward kernels and norm_backward_product are faster than the kernels they
+// replace: 32 tiles of 16 rows an SM (16 a block for mlp_down_forward's two blocks an SM, 8 for
+// residual_norm_forward's four; two of norm_backward_product's 128-row tiles a block). H100, at the
+// paper's sizes (docs/PERFORMANCE.md, twelfth and thirteenth sessions): mlp_down_forward 281 us
+// against swiglu_forward and cuBLAS's 305 a layer at 262,144 rows (62 tiles a block), no gain at
+// 40,960 (10), 2% of the step slower on training's packed batches (~5); norm_backward_product 280
+// us against 358 at 262,144 rows, 55 against 55 at 40,960. Counted on the SMs of the device
 // sm_count asked first: in a process whose sessions use GPUs of different SM counts, the later ones
 // get that threshold (a matter of speed only).
-std::size_t fused_forward_rows();
+std::size_t fused_products_rows();
 // y = x rounded to bf16 (nearest even), for the weight copies of --matmul bf16; and of rows, ld apart
 // (the gradients of the projections where a recurrence's backward writes them in fp32), y's columns
 // cols .. ldy - 1 zero.
