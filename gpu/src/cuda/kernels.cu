@@ -1,6 +1,8 @@
 // The element-wise, normalisation, loss and optimizer kernels of the CUDA backend. Each mirrors
 // one building block of cpu_backend.cpp; the formulas are the same, only the loops are threads.
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <mutex>
@@ -762,14 +764,24 @@ unsigned persistent_blocks() {
 
 }  // namespace
 
-// The SMs of the first device asked (no occupancy query, which could load a module during graph capture).
+// The current device's SMs, asked once per device (no occupancy query, which could load a module
+// during graph capture). Every session call makes its device current before it plans or launches
+// (cuda_backend.cu, on_device), so the partial sums' regions a plan sizes by it and the grids the
+// launches take from it agree.
 unsigned sm_count() {
-    static const unsigned sms = [] {
-        int device = 0, count = 0;
-        cudaGetDevice(&device);
-        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-        return unsigned(std::max(1, count));
-    }();
+    static std::array<std::atomic<unsigned>, 64> known{};  // 0: not asked yet
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= int(known.size())) {
+        (void)cudaGetLastError();
+        device = 0;
+    }
+    unsigned sms = known[std::size_t(device)].load();
+    if (sms == 0) {
+        int count = 0;
+        if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) (void)cudaGetLastError();
+        sms = unsigned(std::max(1, count));
+        known[std::size_t(device)].store(sms);
+    }
     return sms;
 }
 

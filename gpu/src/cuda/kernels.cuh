@@ -16,7 +16,7 @@ using bf16 = __nv_bfloat16;  // the MLP's activations and weight copies under --
 void check(cudaError_t status, const char* what);  // throws std::runtime_error with the CUDA message
 #define STATETRACK_CUDA(call) ::statetrack::gpu::cuda::check((call), #call)
 bool aligned16(const void* p);  // 16-byte aligned (or null), as the vectorised kernels' rows need
-unsigned sm_count();            // the SMs of the device first asked about (asked once)
+unsigned sm_count();            // the current device's SMs (asked once per device)
 // The blocks of `kernel` (threads each, `bytes` of dynamic shared memory, allowed past the default
 // 48 KiB) that fit an SM of the current device; 0 where the kernel cannot run there (its code not
 // built for sm_80 or later, or the bytes past the device's limit). Asked once per device and shape.
@@ -149,9 +149,7 @@ bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const
 // paper's sizes (docs/PERFORMANCE.md, twelfth and thirteenth sessions): mlp_down_forward 281 us
 // against swiglu_forward and cuBLAS's 305 a layer at 262,144 rows (62 tiles a block), no gain at
 // 40,960 (10), 2% of the step slower on training's packed batches (~5); norm_backward_product 280
-// us against 358 at 262,144 rows, 55 against 55 at 40,960. Counted on the SMs of the device
-// sm_count asked first: in a process whose sessions use GPUs of different SM counts, the later ones
-// get that threshold (a matter of speed only).
+// us against 358 at 262,144 rows, 55 against 55 at 40,960. Counted on the current device's SMs.
 std::size_t fused_products_rows();
 // y = x rounded to bf16 (nearest even), for the weight copies of --matmul bf16; and of rows, ld apart
 // (the gradients of the projections where a recurrence's backward writes them in fp32), y's columns
