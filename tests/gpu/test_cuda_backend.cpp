@@ -656,10 +656,10 @@ TEST(CudaBackend, Bf16WeightCopyFollowsEveryUpdate) {
 
 // The products of our own with SwiGLU or an RMSNorm inside (fused_products.cu) against cuBLAS, the SwiGLU
 // and the norm kernels apart (CudaOptions::fused_products), in whole bf16 steps on enough rows for the
-// forward kernels too (32 tiles an SM: the CPU comparisons' batches are far smaller, and at this
-// size the bf16 forward alone is past their bounds). The two paths differ only in summation orders
-// and one bf16 rounding of the hidden gradient; a tensor the kernels left unwritten would be NaN
-// (the workspace is poisoned).
+// forward kernels and the norms' backward inside the input gradients too (32 tiles of 16 rows an SM:
+// the CPU comparisons' batches are far smaller, and at this size the bf16 forward alone is past
+// their bounds). The two paths differ only in summation orders and one bf16 rounding of the hidden
+// gradient; a tensor the kernels left unwritten would be NaN (the workspace is poisoned).
 TEST(CudaBackend, Bf16FusedProductsMatchCublasOnManyRows) {
     SKIP_WITHOUT_GPU();
     const auto c = config_for("deltanet", EigRange::signed_unit, 32, 2);  // d 32, MLP width 24
