@@ -349,7 +349,7 @@ __device__ void store_columns(float* p, const float (&v)[V]) {
 template <int V>
 __device__ void store_columns16(bf16* p, const float (&v)[V]) {
     if constexpr (V == 4) {
-        const __nv_bfloat162 pair[2] = {__floats2bfloat162_rn(v[0], v[1]), __floats2bfloat162_rn(v[2], v[3])};
+        alignas(8) const __nv_bfloat162 pair[2] = {__floats2bfloat162_rn(v[0], v[1]), __floats2bfloat162_rn(v[2], v[3])};
         *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(pair);
     } else if constexpr (V == 2) {
         *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(v[0], v[1]);
@@ -359,7 +359,7 @@ __device__ void store_columns16(bf16* p, const float (&v)[V]) {
 }
 
 template <int NT>  // d = 8 NT
-__global__ void __launch_bounds__(nb_threads, 16 / nb_warps) norm_backward_product_kernel(NormBackwardArgs s) {
+__global__ void __launch_bounds__(nb_threads, 2) norm_backward_product_kernel(NormBackwardArgs s) {
     extern __shared__ __align__(16) bf16 nb_shared[];
     const NormBackwardLayout at(s.d);
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
@@ -405,7 +405,8 @@ __global__ void __launch_bounds__(nb_threads, 16 / nb_warps) norm_backward_produ
         __syncthreads();   // every warp is done with the buffers: they take the warps' dxn tiles
 
         // dxn through shared memory (the warp's 16 rows, fp32), then the norm's backward a row at a
-        // time as rmsnorm_backward_rows_kernel computes it, each lane NT / 4 adjacent columns: whole
+        // time by rmsnorm_backward_rows_kernel's formula (its products in another order: a few ulp
+        // apart), each lane NT / 4 adjacent columns: whole
         // rows of x and dx in each load (in the mma's layout, eight rows' 32-byte pieces a load, the
         // warps waited on those loads for two thirds of their time: 430 us a launch at T = 256)
         float* tile = reinterpret_cast<float*>(nb_shared) + warp * 16 * y_stride(d);
@@ -523,7 +524,7 @@ bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const
         (d != 32 && d != 64 && d != 128) || !aligned16(partials.scratch))
         return false;
     for (const void* p : {static_cast<const void*>(dy), static_cast<const void*>(w), static_cast<const void*>(x),
-                          static_cast<const void*>(dx), static_cast<const void*>(dx16)})
+                          static_cast<const void*>(gain), static_cast<const void*>(dx), static_cast<const void*>(dx16)})
         if (!aligned16(p)) return false;
     const NormBackwardArgs s{dy, w, x, rinv, gain, dx, dx16, partials.scratch, unsigned(ldy), unsigned(rows),
                              unsigned(k), unsigned(d), unsigned((rows + nb_rows - 1) / nb_rows), accumulate};
@@ -531,10 +532,9 @@ bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const
     auto kernel = d == 32 ? norm_backward_product_kernel<4>
                   : d == 64 ? norm_backward_product_kernel<8>
                             : norm_backward_product_kernel<16>;
-    // its partial sums: a row of d a block, within what rmsnorm_backward's region holds
     const int per_sm = persistent_blocks_per_sm(reinterpret_cast<const void*>(kernel), nb_threads, bytes,
                                                 "norm_backward_product");
-    if (per_sm < int(16 / nb_warps)) return false;
+    if (per_sm < 2) return false;  // one block's copies beside the other's products and norm
     // a block a tile up to every SM's blocks, and a row of partial sums a block within what
     // rmsnorm_backward's region holds
     const unsigned blocks = std::min({s.tiles, unsigned(per_sm) * sm_count(), unsigned(rmsnorm_backward_partials(rows, d) / d)});

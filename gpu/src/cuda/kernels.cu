@@ -769,18 +769,16 @@ unsigned persistent_blocks() {
 // (cuda_backend.cu, on_device), so the partial sums' regions a plan sizes by it and the grids the
 // launches take from it agree.
 unsigned sm_count() {
-    static std::array<std::atomic<unsigned>, 64> known{};  // 0: not asked yet
+    static std::array<std::atomic<unsigned>, 64> known{};  // 0: not asked yet (devices past 64: asked each time)
     int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= int(known.size())) {
-        (void)cudaGetLastError();
-        device = 0;
-    }
-    unsigned sms = known[std::size_t(device)].load();
+    if (cudaGetDevice(&device) != cudaSuccess) (void)cudaGetLastError();
+    const bool cached = device >= 0 && device < int(known.size());
+    unsigned sms = cached ? known[std::size_t(device)].load() : 0;
     if (sms == 0) {
         int count = 0;
         if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) (void)cudaGetLastError();
         sms = unsigned(std::max(1, count));
-        known[std::size_t(device)].store(sms);
+        if (cached) known[std::size_t(device)].store(sms);
     }
     return sms;
 }
