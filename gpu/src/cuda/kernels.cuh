@@ -107,6 +107,9 @@ void swiglu_backward(const float* gu, const float* dh, float* dgu, std::size_t r
 // The same in bf16 storage (fp32 arithmetic; m a multiple of 4).
 void swiglu_forward(const bf16* gu, bf16* h, std::size_t rows, std::size_t m, cudaStream_t stream);
 void swiglu_backward(const bf16* gu, const bf16* dh, bf16* dgu, std::size_t rows, std::size_t m, cudaStream_t stream);
+// The products of our own below (fused_products.cu) all take their sizes as (rows, the product's
+// depth, its output's width): (rows, d, m) for the MLP's backward, whose product sums over d_model
+// into m columns, (rows, m, d) or (rows, k, d) for the others.
 // The MLP's backward in one kernel (fused_products.cu): dgu ([rows][2m], bf16) = SwiGLU's backward
 // at gu of dh = dy w_down, with dy [rows][d] and w_down [d][m] in bf16 and dh kept in fp32. False
 // (nothing launched) where the shape does not fit it (d a multiple of 16, m of 8, 16-byte aligned
