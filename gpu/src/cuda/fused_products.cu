@@ -406,9 +406,9 @@ __global__ void __launch_bounds__(nb_threads, 2) norm_backward_product_kernel(No
 
         // dxn through shared memory (the warp's 16 rows, fp32), then the norm's backward a row at a
         // time by rmsnorm_backward_rows_kernel's formula (its products in another order: a few ulp
-        // apart), each lane NT / 4 adjacent columns: whole
-        // rows of x and dx in each load (in the mma's layout, eight rows' 32-byte pieces a load, the
-        // warps waited on those loads for two thirds of their time: 430 us a launch at T = 256)
+        // apart), each lane NT / 4 adjacent columns, so that each load takes whole rows of x and dx
+        // (in the mma's layout, eight rows' 32-byte pieces a load, the warps waited on those loads two
+        // thirds of their time: 420 us a launch at T = 256)
         float* tile = reinterpret_cast<float*>(nb_shared) + warp * 16 * y_stride(d);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
