@@ -669,7 +669,8 @@ void backward_pass(CudaSession& session, const Plan& p) {
             blas.weight_grad(ws + a.xn1, d, dZ, 4 * d, G + sl.lstm_wx, N, d, 4 * d);
             column_sums(dZ, 4 * d, G + sl.lstm_bias, N, 4 * d, region(column_sums_partials(N, 4 * d)), st);
         } else {
-            const DeltaShape shape = delta_shape(p, c, session.options.chunked, lengths, offsets);
+            DeltaShape shape = delta_shape(p, c, session.options.chunked, lengths, offsets);
+            shape.tf32_gradients = session.options.matmul != MatmulPrecision::fp32;
             // the chunked delta backward takes dO through the output norm itself (dOn in the dO array: it
             // reads dOn while writing dpre); elsewhere the norm's backward writes dO
             const bool through_norm = c.mixer != Mixer::mamba && delta_runs_in_chunks(shape);

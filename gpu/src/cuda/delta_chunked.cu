@@ -11,7 +11,8 @@
 //   S_C = S0 + K^T diag(beta) U,
 // the same sums as the step-by-step form in another order. U is solved by forward substitution
 // (lane c keeps column c). The products take fp32 operands, exact in double, and sum in double: the
-// recurrent state stays fp32 as the issue asks, whatever --matmul says.
+// recurrent state stays fp32 as the issue asks, whatever --matmul says. Only the backward's products
+// into gradients go on the TF32 tensor cores where --matmul is tf32 or bf16 (gradient_product).
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -104,6 +105,48 @@ __device__ void product(float (&d)[NT][4], AT A, BT B, int g, int q) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) d[nt][e] = float(acc[nt][e >> 1][e & 1]);
 }
+// The backward's products into gradients where --matmul is tf32 or bf16 (DeltaShape::tf32_gradients):
+// on the TF32 tensor cores (mma.m16n8k8, one a tile where the FP64 path takes two mma and their
+// conversions), sums in fp32. The operands go in as their fp32 bits, which the tensor cores cut to 10
+// bits of mantissa (toward zero: within 2^-10 of each operand, NaN staying NaN). Rounding them first
+// (cvt.rna, two instructions each on sm_90) took two thirds of the gain: bf16 steps at T = 256 7.955
+// -> 7.820 ms, against 7.605 with the bits as they are (H100, docs/PERFORMANCE.md). The gradients then
+// carry the same kind of rounding as the TF32 or bf16 projections around the recurrence. What the
+// state is never takes them: the forward, and the backward's rebuilding of each chunk's starting
+// state, multiply exactly (product above; TF32 there cost length generalisation).
+__device__ std::uint32_t tf32_bits(float x) { return __float_as_uint(x); }
+// d += a b for one 16 x 8 x 8 tile: lane 4 g + q holds a = A(g, q), A(g + 8, q), A(g, q + 4), A(g + 8,
+// q + 4), b = B(q, g), B(q + 4, g), and d as product's accumulators (PTX ISA, mma .tf32 layouts).
+__device__ void tf32_mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    __trap();  // as dmma
+#endif
+}
+template <int KS, int NT, class AT, class BT>
+__device__ void product_tf32(float (&d)[NT][4], AT A, BT B, int g, int q) {
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+        const int k0 = 8 * ks;
+        const std::uint32_t a[4] = {tf32_bits(A(g, k0 + q)), tf32_bits(A(g + 8, k0 + q)), tf32_bits(A(g, k0 + q + 4)),
+                                    tf32_bits(A(g + 8, k0 + q + 4))};
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+            tf32_mma(d[nt], a, tf32_bits(B(k0 + q, 8 * nt + g)), tf32_bits(B(k0 + q + 4, 8 * nt + g)));
+    }
+}
+// How the backward's products into gradients multiply.
+enum class GradientProducts { exact, tf32 };
+template <GradientProducts P, int KS, int NT, class AT, class BT>
+__device__ void gradient_product(float (&d)[NT][4], AT A, BT B, int g, int q) {
+    if constexpr (P == GradientProducts::tf32) product_tf32<KS, NT>(d, A, B, g, q);
+    else product<KS, NT>(d, A, B, g, q);
+}
+
 // SiLU with a fast division (2 ulp) where the IEEE one takes ~10 instructions, and its gradient with
 // __expf as well (within 2 + 1.2 |z| ulp where the IEEE expf takes ~10 more; past z < -87 both give 0,
 // as the limit is). The values keep the IEEE expf: with __expf there too, the chunks test's errors
@@ -384,7 +427,7 @@ __device__ void row_dots(const float (&d)[2][4], const float* xs, int c0, int g,
 }
 
 // Out: the type of dpre and dzbeta (float, or bf16 for --matmul bf16's products), rows ldo apart.
-template <int KT, class Out>
+template <int KT, class Out, GradientProducts P>
 __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel(DeltaShape s, const float* pre,
                                                                               const float* conv, const float* zbeta,
                                                                               const float* u_saved, const float* final,
@@ -558,7 +601,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         {
             float X[2][4] = {};
             const float* rows = w == 0 ? sk : sq;
-            product<DH / 8, 2>(X, [rows](int t, int r) { return rows[t * ld32 + r]; }, Kt, g, q);
+            gradient_product<P, DH / 8, 2>(X, [rows](int t, int r) { return rows[t * ld32 + r]; }, Kt, g, q);
             if (w == 0)
                 for_each_entry(X, g, q, [=](int r, int c, float x) {
                     sg[r * ld16 + c] = c < r ? x : 0.0f;
@@ -577,13 +620,13 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         float DK[2][4] = {};
         {
             float DW[2][4] = {};
-            product<C / 8, 2>(DW, PT, GO_h, g, q);
-            product<DH / 8, 2>(DW, K, DS_h, g, q);
+            gradient_product<P, C / 8, 2>(DW, PT, GO_h, g, q);
+            gradient_product<P, DH / 8, 2>(DW, K, DS_h, g, q);
             float dot[2];
             row_dots(DW, su, half, g, q, dot);
             if (q == 0) sdbeta_w[C * w + g] = dot[0], sdbeta_w[C * w + g + 8] = dot[1];
             for_each_entry(DW, g, q, [=](int r, int c, float x) { sdr[r * ld32 + half + c] = sbeta[r] * x; });
-            product<DH / 8, 2>(DK, W, DSt_h, g, q);
+            gradient_product<P, DH / 8, 2>(DK, W, DSt_h, g, q);
         }
         __syncthreads();
         // 4. Warp 0: dR = (I + L)^{-T} dU by back substitution, lane c solving column c. Warp 1, which
@@ -601,7 +644,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
             for (int t = 0; t < C; ++t) sdr[t * ld32 + lane] = x[t];
         } else {
             float DP[2][4] = {};
-            product<DH / 8, 2>(DP, GO, [su, sbeta](int c, int t) { return sbeta[t] * su[t * ld32 + c]; }, g, q);
+            gradient_product<P, DH / 8, 2>(DP, GO, [su, sbeta](int c, int t) { return sbeta[t] * su[t * ld32 + c]; }, g, q);
             for_each_entry(DP, g, q, [=](int r, int c, float x) { sp[r * ld16 + c] = c <= r ? x : 0.0f; });
         }
         __syncthreads();
@@ -611,13 +654,13 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         {
             float D[4][4];
             for_each_entry(D, g, q, [=](int r, int c, float& x) { x = sds[(half + r) * ld32 + c]; });
-            product<C / 8, 4>(D, [sq, half](int i, int k) { return sq[k * ld32 + half + i]; }, GO, g, q);
-            product<C / 8, 4>(D, [sk, half](int i, int k) { return -sk[k * ld32 + half + i]; }, DR, g, q);
+            gradient_product<P, C / 8, 4>(D, [sq, half](int i, int k) { return sq[k * ld32 + half + i]; }, GO, g, q);
+            gradient_product<P, C / 8, 4>(D, [sk, half](int i, int k) { return -sk[k * ld32 + half + i]; }, DR, g, q);
             for_each_entry(D, g, q, [=](int r, int c, float x) { sds[(half + r) * ld32 + c] = x; });
 
             const int c8 = 8 * w;
             float DL[1][4] = {};
-            product<DH / 8, 1>(DL, DR, [su, c8](int c, int t) { return su[(c8 + t) * ld32 + c]; }, g, q);
+            gradient_product<P, DH / 8, 1>(DL, DR, [su, c8](int c, int t) { return su[(c8 + t) * ld32 + c]; }, g, q);
             float col[2] = {};  // the lane's two columns c8 + 2 q + e % 2
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
@@ -641,11 +684,11 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         // dG^T) K - dR S0^T; then back through the L2 norms, whose row sums need both warps' halves.
         {
             float DQ[2][4] = {};
-            product<DH / 8, 2>(DQ, GO, S0t_h, g, q);
-            product<C / 8, 2>(DQ, PP, K_h, g, q);
-            product<C / 8, 2>(DK, PT, Q_h, g, q);
-            product<C / 8, 2>(DK, GS, K_h, g, q);
-            product<DH / 8, 2>(DK, [sdr](int t, int c) { return -sdr[t * ld32 + c]; }, S0t_h, g, q);
+            gradient_product<P, DH / 8, 2>(DQ, GO, S0t_h, g, q);
+            gradient_product<P, C / 8, 2>(DQ, PP, K_h, g, q);
+            gradient_product<P, C / 8, 2>(DK, PT, Q_h, g, q);
+            gradient_product<P, C / 8, 2>(DK, GS, K_h, g, q);
+            gradient_product<P, DH / 8, 2>(DK, [sdr](int t, int c) { return -sdr[t * ld32 + c]; }, S0t_h, g, q);
             float dq[2], dk[2];
             row_dots(DQ, sq, half, g, q, dq);
             row_dots(DK, sk, half, g, q, dk);
@@ -698,13 +741,13 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     }
 }
 
-template <int KT, class Out>
+template <int KT, class Out, GradientProducts P>
 void launch_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
                      const float* final, const OutputNorm& on, Out* dpre, std::size_t ldo, float* partials,
                      float* gain_partials, Out* dzbeta, cudaStream_t stream) {
     constexpr std::size_t bytes = BackTiles::floats * sizeof(float);
     static_assert(bytes <= 48 * 1024, "more than a block gets without cudaFuncSetAttribute");
-    delta_backward_chunked_kernel<KT, Out><<<unsigned(s.B * s.H), back_threads, bytes, stream>>>(
+    delta_backward_chunked_kernel<KT, Out, P><<<unsigned(s.B * s.H), back_threads, bytes, stream>>>(
         s, pre, conv, zbeta, u, final, on, dpre, ldo, partials, gain_partials, dzbeta);
     check(cudaGetLastError(), "delta_backward_chunked");
 }
@@ -715,12 +758,14 @@ bool backward_through_norm(const DeltaShape& s, const float* pre, const float* c
                            Out* dzbeta, float* dgain, const Partials& partials, const Partials& gain_partials,
                            cudaStream_t stream) {
     if (!delta_runs_in_chunks(s)) return false;
+    const auto launch = [&](auto kernel) {
+        kernel(s, pre, conv, zbeta, u, final, on, dpre, ldo, partials.scratch, gain_partials.scratch, dzbeta, stream);
+    };
+    constexpr auto exact = GradientProducts::exact, tf32 = GradientProducts::tf32;
     if (conv_tap_length(s.K) == 4)
-        launch_backward<4>(s, pre, conv, zbeta, u, final, on, dpre, ldo, partials.scratch, gain_partials.scratch, dzbeta,
-                           stream);
+        s.tf32_gradients ? launch(launch_backward<4, Out, tf32>) : launch(launch_backward<4, Out, exact>);
     else
-        launch_backward<8>(s, pre, conv, zbeta, u, final, on, dpre, ldo, partials.scratch, gain_partials.scratch, dzbeta,
-                           stream);
+        s.tf32_gradients ? launch(launch_backward<8, Out, tf32>) : launch(launch_backward<8, Out, exact>);
     partials.sums->push_back({partials.scratch, s.B, 3 * s.H * DH * s.K, dconv});
     gain_partials.sums->push_back({gain_partials.scratch, s.B, s.H * DH, dgain});
     return true;

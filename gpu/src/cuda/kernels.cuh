@@ -235,6 +235,9 @@ struct DeltaShape {
     // at each word's end (the step-by-step ones run a warp to its longest word, there the heads of
     // one word). Null: word b at rows b T .. b T + T - 1.
     const std::int32_t* offsets = nullptr;
+    // The chunked backward's products into gradients on the TF32 tensor cores (--matmul tf32 and
+    // bf16); false: exact, as the forward's (delta_chunked.cu, gradient_product).
+    bool tf32_gradients = false;
 };
 // The delta rules with their inputs' short causal conv + SiLU fused in. pre: [N][ld], its first d +
 // 2 F d columns the projections [q | k (factor j, head h at (j H + h) dh) | v] before the conv;
@@ -263,10 +266,11 @@ bool delta_runs_in_chunks(const DeltaShape& s);
 struct OutputNorm {
     const float *o, *dOn, *rinv, *gain;
 };
-// The backward in chunks of 16 steps on the FP64 tensor cores (delta_chunked.cu), where
-// delta_forward_in_chunks runs, with the output norm's backward inside it (dO = rmsnorm_backward's,
-// never stored): out dpre, dconv and dgain (+=, through partial sums: delta_backward_partials, and
-// B * d for the gain), dzbeta. Returns false, launching nothing, elsewhere.
+// The backward in chunks of 16 steps (delta_chunked.cu), where delta_forward_in_chunks runs: each
+// chunk's starting state rebuilt on the FP64 tensor cores as the forward computed it, the products
+// into gradients there too or, with s.tf32_gradients, on the TF32 ones. The output norm's backward
+// is inside it (dO = rmsnorm_backward's, never stored): out dpre, dconv and dgain (+=, through
+// partial sums: delta_backward_partials, and B * d for the gain), dzbeta. Returns false, launching nothing, elsewhere.
 bool delta_backward_through_norm(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta,
                                  const float* u, const float* final, const OutputNorm& on, float* dpre, float* dconv,
                                  float* dzbeta, float* dgain, const Partials& partials, const Partials& gain_partials,
