@@ -644,7 +644,8 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
             for (int t = 0; t < C; ++t) sdr[t * ld32 + lane] = x[t];
         } else {
             float DP[2][4] = {};
-            gradient_product<P, DH / 8, 2>(DP, GO, [su, sbeta](int c, int t) { return sbeta[t] * su[t * ld32 + c]; }, g, q);
+            const auto Wt = [su, sbeta](int c, int t) { return sbeta[t] * su[t * ld32 + c]; };  // W^T
+            gradient_product<P, DH / 8, 2>(DP, GO, Wt, g, q);
             for_each_entry(DP, g, q, [=](int r, int c, float x) { sp[r * ld16 + c] = c <= r ? x : 0.0f; });
         }
         __syncthreads();
