@@ -86,8 +86,9 @@ struct Plan {
 // The recurrences' shapes for this plan's batch (the forward, the backward and the plan's scratch).
 // lengths: the batch's word lengths in the workspace (null where only the sizes are asked).
 DeltaShape delta_shape(const Plan& p, const ModelConfig& c, bool chunks = true, const std::int32_t* lengths = nullptr,
-                       const std::int32_t* offsets = nullptr) {
-    return {p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale()), p.ldp, chunks, lengths, p.packed ? offsets : nullptr};
+                       const std::int32_t* offsets = nullptr, MatmulPrecision matmul = MatmulPrecision::fp32) {
+    return {p.B,    p.T,    p.H,     p.dh, p.F, p.K, float(c.beta_scale()), p.ldp, chunks, lengths,
+            p.packed ? offsets : nullptr, matmul != MatmulPrecision::fp32};
 }
 DiagonalShape diagonal_shape(const Plan& p, const ModelConfig& c, const std::int32_t* lengths = nullptr,
                              const std::int32_t* offsets = nullptr) {
@@ -477,8 +478,9 @@ void forward_pass(CudaSession& session, const Plan& p) {
                 diagonal_forward(diagonal_shape(p, c, lengths, offsets), ws + a.pre, W + sl.conv_q, zg, W + sl.bdt,
                                  W + sl.decay_log, ws + a.o, p.training ? ws + a.saved : nullptr, st);
             } else {
-                delta_forward(delta_shape(p, c, session.options.chunked, lengths, offsets), ws + a.pre, W + sl.conv_q, zg,
-                              ws + a.o, p.training ? ws + a.saved : nullptr, p.training ? ws + a.final : nullptr, st);
+                delta_forward(delta_shape(p, c, session.options.chunked, lengths, offsets, session.options.matmul),
+                              ws + a.pre, W + sl.conv_q, zg, ws + a.o, p.training ? ws + a.saved : nullptr,
+                              p.training ? ws + a.final : nullptr, st);
             }
             // the recurrences stopped at each word's end (Batch); packed, the rows after the last word
             if (p.packed) zero_past_packed_words(ws + a.o, d, d, N, p.B, offsets, lengths, st);
@@ -669,8 +671,7 @@ void backward_pass(CudaSession& session, const Plan& p) {
             blas.weight_grad(ws + a.xn1, d, dZ, 4 * d, G + sl.lstm_wx, N, d, 4 * d);
             column_sums(dZ, 4 * d, G + sl.lstm_bias, N, 4 * d, region(column_sums_partials(N, 4 * d)), st);
         } else {
-            DeltaShape shape = delta_shape(p, c, session.options.chunked, lengths, offsets);
-            shape.tf32_gradients = session.options.matmul != MatmulPrecision::fp32;
+            const DeltaShape shape = delta_shape(p, c, session.options.chunked, lengths, offsets, session.options.matmul);
             // the chunked delta backward takes dO through the output norm itself (dOn in the dO array: it
             // reads dOn while writing dpre); elsewhere the norm's backward writes dO
             const bool through_norm = c.mixer != Mixer::mamba && delta_runs_in_chunks(shape);

@@ -11,8 +11,9 @@
 //   S_C = S0 + K^T diag(beta) U,
 // the same sums as the step-by-step form in another order. U is solved by forward substitution
 // (lane c keeps column c). The products take fp32 operands, exact in double, and sum in double: the
-// recurrent state stays fp32 as the issue asks, whatever --matmul says. Only the backward's products
-// into gradients go on the TF32 tensor cores where --matmul is tf32 or bf16 (gradient_product).
+// recurrent state stays fp32 as the issue asks, whatever --matmul says. Where --matmul is tf32 or bf16
+// the backward's products into gradients go on the TF32 tensor cores, and the SiLU's exponential is
+// __expf's (Arithmetic::loose).
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -105,8 +106,7 @@ __device__ void product(float (&d)[NT][4], AT A, BT B, int g, int q) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) d[nt][e] = float(acc[nt][e >> 1][e & 1]);
 }
-// The backward's products into gradients where --matmul is tf32 or bf16 (DeltaShape::tf32_gradients):
-// on the TF32 tensor cores (mma.m16n8k8, one a tile where the FP64 path takes two mma and their
+// The backward's products into gradients under Arithmetic::loose: on the TF32 tensor cores (mma.m16n8k8, one a tile where the FP64 path takes two mma and their
 // conversions), sums in fp32. The operands go in as their fp32 bits, which the tensor cores cut to 10
 // bits of mantissa (toward zero: within 2^-10 of each operand, NaN staying NaN). Rounding them first
 // (cvt.rna, two instructions each on sm_90) took two thirds of the gain: bf16 steps at T = 256 7.955
@@ -139,20 +139,28 @@ __device__ void product_tf32(float (&d)[NT][4], AT A, BT B, int g, int q) {
             tf32_mma(d[nt], a, tf32_bits(B(k0 + q, 8 * nt + g)), tf32_bits(B(k0 + q + 4, 8 * nt + g)));
     }
 }
-// How the backward's products into gradients multiply.
-enum class GradientProducts { exact, tf32 };
-template <GradientProducts P, int KS, int NT, class AT, class BT>
+// What the kernels may round where --matmul rounds the products around them anyway (tf32 and bf16:
+// DeltaShape::loose_arithmetic): loose takes the SiLU's exponential by __expf and the backward's
+// products into gradients on the TF32 tensor cores. The state's products are exact either way.
+enum class Arithmetic { exact, loose };
+template <Arithmetic AR, int KS, int NT, class AT, class BT>
 __device__ void gradient_product(float (&d)[NT][4], AT A, BT B, int g, int q) {
-    if constexpr (P == GradientProducts::tf32) product_tf32<KS, NT>(d, A, B, g, q);
+    if constexpr (AR == Arithmetic::loose) product_tf32<KS, NT>(d, A, B, g, q);
     else product<KS, NT>(d, A, B, g, q);
 }
 
 // SiLU with a fast division (2 ulp) where the IEEE one takes ~10 instructions, and its gradient with
-// __expf as well (within 2 + 1.2 |z| ulp where the IEEE expf takes ~10 more; past z < -87 both give 0,
-// as the limit is). The values keep the IEEE expf: with __expf there too, the chunks test's errors
-// doubled on one instance (all gradients 3.0e-6 -> 6.0e-6), for no time in the forward (H100, ncu);
-// the forward and the backward's recomputation of q and k use the same function.
-__device__ float silu_fast(float z) { return __fdividef(z, 1.0f + expf(-z)); }
+// __expf as well (within 2 + 1.2 |z| ulp where the IEEE expf takes ~6 more; past z < -87 both give 0,
+// as the limit is). The values keep the IEEE expf under Arithmetic::exact (--matmul fp32): with
+// __expf there the chunks test's errors doubled on one instance (all gradients 3.0e-6 -> 6.0e-6).
+// Under loose, where TF32 or bf16 products round far more around them, they take __expf too: the
+// forward 505 -> 453 us a layer at T = 256 (H100, ncu; docs/PERFORMANCE.md, 2026-11-27, fourteenth
+// session). The forward and the backward's recomputation of q and k use the same function, so that
+// the backward rebuilds the forward's state to the bit.
+template <Arithmetic AR>
+__device__ float silu_fast(float z) {
+    return __fdividef(z, 1.0f + (AR == Arithmetic::loose ? __expf(-z) : expf(-z)));
+}
 __device__ float silu_grad_fast(float z) {
     const float sg = __fdividef(1.0f, 1.0f + __expf(-z));
     return sg * (1.0f + z * (1.0f - sg));
@@ -202,7 +210,7 @@ __device__ std::size_t chunked_steps(const DeltaShape& s, std::size_t b) {
     return s.offsets ? std::size_t(__ldg(s.lengths + b)) : s.T;
 }
 
-template <int KT, bool TRAIN>
+template <int KT, bool TRAIN, Arithmetic AR>
 __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked_kernel(DeltaShape s, const float* pre,
                                                                                      const float* conv,
                                                                                      const float* zbeta, float* o,
@@ -252,7 +260,7 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
             load_conv_taps(conv, slot * d + h * DH + lane, s.K, w);
             float* dst = slot == 0 ? sq : slot == 1 ? sk : sv;
 #pragma unroll
-            for (int i = 0; i < C; ++i) dst[i * ld32 + lane] = silu_fast(conv_sum(w, x, i));
+            for (int i = 0; i < C; ++i) dst[i * ld32 + lane] = silu_fast<AR>(conv_sum(w, x, i));
 #pragma unroll
             for (int j = 0; j + 1 < KT; ++j) halo[slot][j] = x[C + j];
         }
@@ -348,10 +356,10 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
     }
 }
 
-template <int KT, bool TRAIN>
+template <int KT, bool TRAIN, Arithmetic AR>
 void launch(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
             float* final, cudaStream_t stream) {
-    const auto kernel = delta_forward_chunked_kernel<KT, TRAIN>;
+    const auto kernel = delta_forward_chunked_kernel<KT, TRAIN, AR>;
     constexpr std::size_t bytes = std::size_t(warps_per_block) * Tiles::floats * sizeof(float);
     static_assert(bytes <= 48 * 1024, "more than a block gets without cudaFuncSetAttribute");
     const std::size_t groups = s.B * s.H;
@@ -427,7 +435,7 @@ __device__ void row_dots(const float (&d)[2][4], const float* xs, int c0, int g,
 }
 
 // Out: the type of dpre and dzbeta (float, or bf16 for --matmul bf16's products), rows ldo apart.
-template <int KT, class Out, GradientProducts P>
+template <int KT, class Out, Arithmetic AR>
 __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel(DeltaShape s, const float* pre,
                                                                               const float* conv, const float* zbeta,
                                                                               const float* u_saved, const float* final,
@@ -555,7 +563,8 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
             load_taps(w, tw);
             float* dst = w == 0 ? sq : sk;
 #pragma unroll
-            for (int i = 0; i < C; ++i) dst[i * ld32 + lane] = i < len ? silu_fast(conv_sum(tw, x, i)) : 0.0f;
+            for (int i = 0; i < C; ++i)
+                dst[i * ld32 + lane] = i < len ? silu_fast<AR>(conv_sum(tw, x, i)) : 0.0f;
             __syncwarp();
             float* rinv = snorm + (w == 0 ? C : 0);
             if (lane < C) rinv[lane] = norm_reciprocal(dst + lane * ld32);
@@ -601,7 +610,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         {
             float X[2][4] = {};
             const float* rows = w == 0 ? sk : sq;
-            gradient_product<P, DH / 8, 2>(X, [rows](int t, int r) { return rows[t * ld32 + r]; }, Kt, g, q);
+            gradient_product<AR, DH / 8, 2>(X, [rows](int t, int r) { return rows[t * ld32 + r]; }, Kt, g, q);
             if (w == 0)
                 for_each_entry(X, g, q, [=](int r, int c, float x) {
                     sg[r * ld16 + c] = c < r ? x : 0.0f;
@@ -620,13 +629,13 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         float DK[2][4] = {};
         {
             float DW[2][4] = {};
-            gradient_product<P, C / 8, 2>(DW, PT, GO_h, g, q);
-            gradient_product<P, DH / 8, 2>(DW, K, DS_h, g, q);
+            gradient_product<AR, C / 8, 2>(DW, PT, GO_h, g, q);
+            gradient_product<AR, DH / 8, 2>(DW, K, DS_h, g, q);
             float dot[2];
             row_dots(DW, su, half, g, q, dot);
             if (q == 0) sdbeta_w[C * w + g] = dot[0], sdbeta_w[C * w + g + 8] = dot[1];
             for_each_entry(DW, g, q, [=](int r, int c, float x) { sdr[r * ld32 + half + c] = sbeta[r] * x; });
-            gradient_product<P, DH / 8, 2>(DK, W, DSt_h, g, q);
+            gradient_product<AR, DH / 8, 2>(DK, W, DSt_h, g, q);
         }
         __syncthreads();
         // 4. Warp 0: dR = (I + L)^{-T} dU by back substitution, lane c solving column c. Warp 1, which
@@ -645,7 +654,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         } else {
             float DP[2][4] = {};
             const auto Wt = [su, sbeta](int c, int t) { return sbeta[t] * su[t * ld32 + c]; };  // W^T
-            gradient_product<P, DH / 8, 2>(DP, GO, Wt, g, q);
+            gradient_product<AR, DH / 8, 2>(DP, GO, Wt, g, q);
             for_each_entry(DP, g, q, [=](int r, int c, float x) { sp[r * ld16 + c] = c <= r ? x : 0.0f; });
         }
         __syncthreads();
@@ -655,13 +664,13 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         {
             float D[4][4];
             for_each_entry(D, g, q, [=](int r, int c, float& x) { x = sds[(half + r) * ld32 + c]; });
-            gradient_product<P, C / 8, 4>(D, [sq, half](int i, int k) { return sq[k * ld32 + half + i]; }, GO, g, q);
-            gradient_product<P, C / 8, 4>(D, [sk, half](int i, int k) { return -sk[k * ld32 + half + i]; }, DR, g, q);
+            gradient_product<AR, C / 8, 4>(D, [sq, half](int i, int k) { return sq[k * ld32 + half + i]; }, GO, g, q);
+            gradient_product<AR, C / 8, 4>(D, [sk, half](int i, int k) { return -sk[k * ld32 + half + i]; }, DR, g, q);
             for_each_entry(D, g, q, [=](int r, int c, float x) { sds[(half + r) * ld32 + c] = x; });
 
             const int c8 = 8 * w;
             float DL[1][4] = {};
-            gradient_product<P, DH / 8, 1>(DL, DR, [su, c8](int c, int t) { return su[(c8 + t) * ld32 + c]; }, g, q);
+            gradient_product<AR, DH / 8, 1>(DL, DR, [su, c8](int c, int t) { return su[(c8 + t) * ld32 + c]; }, g, q);
             float col[2] = {};  // the lane's two columns c8 + 2 q + e % 2
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
@@ -685,11 +694,11 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         // dG^T) K - dR S0^T; then back through the L2 norms, whose row sums need both warps' halves.
         {
             float DQ[2][4] = {};
-            gradient_product<P, DH / 8, 2>(DQ, GO, S0t_h, g, q);
-            gradient_product<P, C / 8, 2>(DQ, PP, K_h, g, q);
-            gradient_product<P, C / 8, 2>(DK, PT, Q_h, g, q);
-            gradient_product<P, C / 8, 2>(DK, GS, K_h, g, q);
-            gradient_product<P, DH / 8, 2>(DK, [sdr](int t, int c) { return -sdr[t * ld32 + c]; }, S0t_h, g, q);
+            gradient_product<AR, DH / 8, 2>(DQ, GO, S0t_h, g, q);
+            gradient_product<AR, C / 8, 2>(DQ, PP, K_h, g, q);
+            gradient_product<AR, C / 8, 2>(DK, PT, Q_h, g, q);
+            gradient_product<AR, C / 8, 2>(DK, GS, K_h, g, q);
+            gradient_product<AR, DH / 8, 2>(DK, [sdr](int t, int c) { return -sdr[t * ld32 + c]; }, S0t_h, g, q);
             float dq[2], dk[2];
             row_dots(DQ, sq, half, g, q, dq);
             row_dots(DK, sk, half, g, q, dk);
@@ -742,13 +751,13 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     }
 }
 
-template <int KT, class Out, GradientProducts P>
+template <int KT, class Out, Arithmetic AR>
 void launch_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
                      const float* final, const OutputNorm& on, Out* dpre, std::size_t ldo, float* partials,
                      float* gain_partials, Out* dzbeta, cudaStream_t stream) {
     constexpr std::size_t bytes = BackTiles::floats * sizeof(float);
     static_assert(bytes <= 48 * 1024, "more than a block gets without cudaFuncSetAttribute");
-    delta_backward_chunked_kernel<KT, Out, P><<<unsigned(s.B * s.H), back_threads, bytes, stream>>>(
+    delta_backward_chunked_kernel<KT, Out, AR><<<unsigned(s.B * s.H), back_threads, bytes, stream>>>(
         s, pre, conv, zbeta, u, final, on, dpre, ldo, partials, gain_partials, dzbeta);
     check(cudaGetLastError(), "delta_backward_chunked");
 }
@@ -762,11 +771,11 @@ bool backward_through_norm(const DeltaShape& s, const float* pre, const float* c
     const auto launch = [&](auto kernel) {
         kernel(s, pre, conv, zbeta, u, final, on, dpre, ldo, partials.scratch, gain_partials.scratch, dzbeta, stream);
     };
-    constexpr auto exact = GradientProducts::exact, tf32 = GradientProducts::tf32;
+    constexpr auto exact = Arithmetic::exact, loose = Arithmetic::loose;
     if (conv_tap_length(s.K) == 4)
-        s.tf32_gradients ? launch(launch_backward<4, Out, tf32>) : launch(launch_backward<4, Out, exact>);
+        s.loose_arithmetic ? launch(launch_backward<4, Out, loose>) : launch(launch_backward<4, Out, exact>);
     else
-        s.tf32_gradients ? launch(launch_backward<8, Out, tf32>) : launch(launch_backward<8, Out, exact>);
+        s.loose_arithmetic ? launch(launch_backward<8, Out, loose>) : launch(launch_backward<8, Out, exact>);
     partials.sums->push_back({partials.scratch, s.B, 3 * s.H * DH * s.K, dconv});
     gain_partials.sums->push_back({gain_partials.scratch, s.B, s.H * DH, dgain});
     return true;
@@ -786,7 +795,7 @@ bool chunked_kernels_run() {
     if (const int k = known[std::size_t(device)].load()) return k == 1;
     cudaFuncAttributes a{};
     int fp32_per_fp64 = 0;
-    const bool runs = cudaFuncGetAttributes(&a, delta_forward_chunked_kernel<4, false>) == cudaSuccess &&
+    const bool runs = cudaFuncGetAttributes(&a, delta_forward_chunked_kernel<4, false, Arithmetic::exact>) == cudaSuccess &&
                       a.binaryVersion >= 80 && a.ptxVersion >= 80 &&
                       cudaDeviceGetAttribute(&fp32_per_fp64, cudaDevAttrSingleToDoublePrecisionPerfRatio, device) ==
                           cudaSuccess &&
@@ -805,10 +814,16 @@ bool delta_runs_in_chunks(const DeltaShape& s) {
 bool delta_forward_in_chunks(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o,
                              float* u, float* final, cudaStream_t stream) {
     if (!delta_runs_in_chunks(s)) return false;
-    if (conv_tap_length(s.K) == 4) u ? launch<4, true>(s, pre, conv, zbeta, o, u, final, stream)
-                   : launch<4, false>(s, pre, conv, zbeta, o, u, final, stream);
-    else u ? launch<8, true>(s, pre, conv, zbeta, o, u, final, stream)
-           : launch<8, false>(s, pre, conv, zbeta, o, u, final, stream);
+    const auto go = [&](auto launcher) { launcher(s, pre, conv, zbeta, o, u, final, stream); };
+    constexpr auto exact = Arithmetic::exact, loose = Arithmetic::loose;
+    const bool train = u != nullptr;
+    if (conv_tap_length(s.K) == 4) {
+        if (train) s.loose_arithmetic ? go(launch<4, true, loose>) : go(launch<4, true, exact>);
+        else s.loose_arithmetic ? go(launch<4, false, loose>) : go(launch<4, false, exact>);
+    } else {
+        if (train) s.loose_arithmetic ? go(launch<8, true, loose>) : go(launch<8, true, exact>);
+        else s.loose_arithmetic ? go(launch<8, false, loose>) : go(launch<8, false, exact>);
+    }
     return true;
 }
 

@@ -235,9 +235,11 @@ struct DeltaShape {
     // at each word's end (the step-by-step ones run a warp to its longest word, there the heads of
     // one word). Null: word b at rows b T .. b T + T - 1.
     const std::int32_t* offsets = nullptr;
-    // The chunked backward's products into gradients on the TF32 tensor cores (--matmul tf32 and
-    // bf16); false: exact, as the forward's (delta_chunked.cu, gradient_product).
-    bool tf32_gradients = false;
+    // --matmul tf32 and bf16, whose products round anyway: the chunked kernels take the SiLU's
+    // exponential by __expf (within 2 ulp, the forward and the backward's recomputation alike) and
+    // the backward's products into gradients on the TF32 tensor cores. The state's products are
+    // exact either way. false (--matmul fp32): the IEEE expf and FP64 products throughout.
+    bool loose_arithmetic = false;
 };
 // The delta rules with their inputs' short causal conv + SiLU fused in. pre: [N][ld], its first d +
 // 2 F d columns the projections [q | k (factor j, head h at (j H + h) dh) | v] before the conv;
@@ -247,9 +249,10 @@ struct DeltaShape {
 // starts from it.
 void delta_forward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
                    float* final, cudaStream_t stream);
-// The same forward in chunks of 16 steps on the FP64 tensor cores (delta_chunked.cu), for one factor
-// and head_dim 32 on a GPU of sm_80 or later with FP64 at half the FP32 rate (A100, H100, H200);
-// returns false, launching nothing, for other shapes and GPUs and where s.chunks is false.
+// The same forward in chunks of 16 steps, its products on the FP64 tensor cores (delta_chunked.cu; the
+// SiLU's exponential by __expf with s.loose_arithmetic), for one factor and head_dim 32 on a GPU of
+// sm_80 or later with FP64 at half the FP32 rate (A100, H100, H200); returns false, launching
+// nothing, for other shapes and GPUs and where s.chunks is false.
 bool delta_forward_in_chunks(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o,
                              float* u, float* final, cudaStream_t stream);
 // One reverse pass that rebuilds S_{t-1} = S_t - beta k u^T, step by step. Out: dpre (the
@@ -268,7 +271,7 @@ struct OutputNorm {
 };
 // The backward in chunks of 16 steps (delta_chunked.cu), where delta_forward_in_chunks runs: each
 // chunk's starting state rebuilt on the FP64 tensor cores as the forward computed it, the products
-// into gradients there too or, with s.tf32_gradients, on the TF32 ones. The output norm's backward
+// into gradients there too or, with s.loose_arithmetic, on the TF32 ones. The output norm's backward
 // is inside it (dO = rmsnorm_backward's, never stored): out dpre, dconv and dgain (+=, through
 // partial sums: delta_backward_partials, and B * d for the gain), dzbeta. Returns false, launching nothing, elsewhere.
 bool delta_backward_through_norm(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta,
