@@ -106,14 +106,15 @@ __device__ void product(float (&d)[NT][4], AT A, BT B, int g, int q) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) d[nt][e] = float(acc[nt][e >> 1][e & 1]);
 }
-// The backward's products into gradients under Arithmetic::loose: on the TF32 tensor cores (mma.m16n8k8, one a tile where the FP64 path takes two mma and their
-// conversions), sums in fp32. The operands go in as their fp32 bits, which the tensor cores cut to 10
-// bits of mantissa (toward zero: within 2^-10 of each operand, NaN staying NaN). Rounding them first
-// (cvt.rna, two instructions each on sm_90) took two thirds of the gain: bf16 steps at T = 256 7.955
-// -> 7.820 ms, against 7.605 with the bits as they are (H100, docs/PERFORMANCE.md). The gradients then
-// carry the same kind of rounding as the TF32 or bf16 projections around the recurrence. What the
-// state is never takes them: the forward, and the backward's rebuilding of each chunk's starting
-// state, multiply exactly (product above; TF32 there cost length generalisation).
+// The backward's products into gradients under Arithmetic::loose (below): on the TF32 tensor cores
+// (mma.m16n8k8, one a tile where the FP64 path takes two mma and their conversions), sums in fp32.
+// The operands go in as their fp32 bits, which the tensor cores cut to 10 bits of mantissa (toward
+// zero: within 2^-10 of each operand, NaN staying NaN). Rounding them first (cvt.rna, two
+// instructions each on sm_90) took two thirds of the gain: bf16 steps at T = 256 7.955 -> 7.820 ms,
+// against 7.605 with the bits as they are (H100, docs/PERFORMANCE.md). The gradients then carry the
+// same kind of rounding as the TF32 or bf16 projections around the recurrence. The state never takes
+// them: the forward, and the backward's rebuilding of each chunk's starting state, multiply exactly
+// (product above; TF32 there cost length generalisation).
 __device__ std::uint32_t tf32_bits(float x) { return __float_as_uint(x); }
 // d += a b for one 16 x 8 x 8 tile: lane 4 g + q holds a = A(g, q), A(g + 8, q), A(g, q + 4), A(g + 8,
 // q + 4), b = B(q, g), B(q + 4, g), and d as product's accumulators (PTX ISA, mma .tf32 layouts).
