@@ -87,8 +87,9 @@ struct Plan {
 // lengths: the batch's word lengths in the workspace (null where only the sizes are asked).
 DeltaShape delta_shape(const Plan& p, const ModelConfig& c, bool chunks = true, const std::int32_t* lengths = nullptr,
                        const std::int32_t* offsets = nullptr, MatmulPrecision matmul = MatmulPrecision::fp32) {
-    return {p.B,    p.T,    p.H,     p.dh, p.F, p.K, float(c.beta_scale()), p.ldp, chunks, lengths,
-            p.packed ? offsets : nullptr, matmul != MatmulPrecision::fp32};
+    const bool loose = matmul != MatmulPrecision::fp32;  // DeltaShape::loose_arithmetic
+    return {p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale()), p.ldp, chunks, lengths, p.packed ? offsets : nullptr,
+            loose};
 }
 DiagonalShape diagonal_shape(const Plan& p, const ModelConfig& c, const std::int32_t* lengths = nullptr,
                              const std::int32_t* offsets = nullptr) {

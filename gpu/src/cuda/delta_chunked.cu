@@ -769,14 +769,14 @@ bool backward_through_norm(const DeltaShape& s, const float* pre, const float* c
                            Out* dzbeta, float* dgain, const Partials& partials, const Partials& gain_partials,
                            cudaStream_t stream) {
     if (!delta_runs_in_chunks(s)) return false;
-    const auto launch = [&](auto kernel) {
-        kernel(s, pre, conv, zbeta, u, final, on, dpre, ldo, partials.scratch, gain_partials.scratch, dzbeta, stream);
+    const auto go = [&](auto launcher) {
+        launcher(s, pre, conv, zbeta, u, final, on, dpre, ldo, partials.scratch, gain_partials.scratch, dzbeta, stream);
     };
     constexpr auto exact = Arithmetic::exact, loose = Arithmetic::loose;
     if (conv_tap_length(s.K) == 4)
-        s.loose_arithmetic ? launch(launch_backward<4, Out, loose>) : launch(launch_backward<4, Out, exact>);
+        s.loose_arithmetic ? go(launch_backward<4, Out, loose>) : go(launch_backward<4, Out, exact>);
     else
-        s.loose_arithmetic ? launch(launch_backward<8, Out, loose>) : launch(launch_backward<8, Out, exact>);
+        s.loose_arithmetic ? go(launch_backward<8, Out, loose>) : go(launch_backward<8, Out, exact>);
     partials.sums->push_back({partials.scratch, s.B, 3 * s.H * DH * s.K, dconv});
     gain_partials.sums->push_back({gain_partials.scratch, s.B, s.H * DH, dgain});
     return true;
