@@ -317,36 +317,45 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceAtTheStagingsEdges) {
     }
 }
 
-// A deltanet shape for the tests of the chunked kernels: eigenvalue range, conv taps, words, length.
+// A shape for the tests of the chunked kernels: eigenvalue range, conv taps, words, length, model
+// (deltanet, or deltaproduct:2: two factors a token, a chunk's 16 rows 8 tokens).
 struct ChunkShape {
     EigRange eig;
     std::size_t K, B, T;
+    const char* model = "deltanet";
 };
 
-// The delta rule in chunks of 16 steps on the FP64 tensor cores (delta_chunked.cu: one factor,
+// The delta rule in chunks of 16 steps on the FP64 tensor cores (delta_chunked.cu: one or two factors,
 // head_dim 32), forward and backward: words of 1 step, of a partial chunk, of exactly two chunks, of
 // five chunks with a partial one last, and of 256 steps (16 chunks: the state is carried from chunk
 // to chunk, and undone chunk by chunk in the backward), with 1, 3, 4, 6 and 8 taps (padded to 4 or
-// 8), both eigenvalue ranges, and an odd number of groups (the forward's blocks hold two). Every
-// gradient comes from the chunked backward, run on the chunked forward's u and last state.
+// 8), both eigenvalue ranges, and an odd number of groups (the forward's blocks hold two); deltaproduct:2
+// on words of one token, of a partial chunk (8 tokens a chunk), of exactly two chunks and of 32.
+// Every gradient comes from the chunked backward, run on the chunked forward's u and last state.
 TEST(CudaBackend, Fp32MatchesCpuReferenceInChunks) {
     SKIP_WITHOUT_GPU();
     const ChunkShape shapes[] = {{EigRange::signed_unit, 4, 2, 1},  {EigRange::unit, 4, 3, 11},
                                  {EigRange::signed_unit, 4, 2, 32}, {EigRange::signed_unit, 4, 3, 80},
                                  {EigRange::unit, 8, 3, 37},        {EigRange::signed_unit, 6, 2, 40},
                                  {EigRange::unit, 3, 2, 23},        {EigRange::signed_unit, 1, 2, 19},
-                                 {EigRange::signed_unit, 4, 2, 256}, {EigRange::unit, 4, 3, 45}};
+                                 {EigRange::signed_unit, 4, 2, 256},
+                                 {EigRange::signed_unit, 4, 2, 1, "deltaproduct:2"},
+                                 {EigRange::unit, 4, 3, 13, "deltaproduct:2"},
+                                 {EigRange::signed_unit, 4, 2, 16, "deltaproduct:2"},
+                                 {EigRange::signed_unit, 2, 3, 37, "deltaproduct:2"},
+                                 {EigRange::unit, 3, 2, 256, "deltaproduct:2"},
+                                 {EigRange::unit, 4, 3, 45}};
     for (std::size_t i = 0; i < std::size(shapes); ++i) {
         const ChunkShape& e = shapes[i];
         // the last: one head of 32 (d 32), so B H = 3 is odd and the second warp of a block has no group
-        auto c = i + 1 == std::size(shapes) ? config_for("deltanet", e.eig, 32, 1) : config_for("deltanet", e.eig, 64, 2);
+        auto c = i + 1 == std::size(shapes) ? config_for(e.model, e.eig, 32, 1) : config_for(e.model, e.eig, 64, 2);
         c.conv_kernel = e.K;
         const Comparison r = compare(c, c, MatmulPrecision::fp32, 1100 + i, e.B, e.T);
-        SCOPED_TRACE("deltanet eig " + std::string(to_string(e.eig)) + " head_dim 32 conv " + std::to_string(e.K) +
+        SCOPED_TRACE(std::string(e.model) + " eig " + to_string(e.eig) + " head_dim 32 conv " + std::to_string(e.K) +
                      " B " + std::to_string(e.B) + " T " + std::to_string(e.T));
-        std::printf("chunks: eig %s conv %zu T %zu: logits %.2e, all gradients %.2e, worst %s %.2e (CPU fp32 %.2e)\n",
-                    to_string(e.eig), e.K, e.T, r.logits, r.all_gradients, r.worst_tensor.c_str(), r.worst_gradient,
-                    r.cpu32_worst_gradient);
+        std::printf("chunks: %s eig %s conv %zu T %zu: logits %.2e, all gradients %.2e, worst %s %.2e (CPU fp32 %.2e)\n",
+                    e.model, to_string(e.eig), e.K, e.T, r.logits, r.all_gradients, r.worst_tensor.c_str(),
+                    r.worst_gradient, r.cpu32_worst_gradient);
         expect_fp32_match(r);
     }
 }
@@ -385,10 +394,10 @@ Batch packed_batch(const Packed& k, const ModelConfig& c, std::uint64_t seed) {
 // rows after the last word (the sum of the lengths rounded up to 256) zeroed. Every gradient against
 // the fp64 reference and beside the same step on the padded rows (CudaOptions::packed false), the
 // workspace poisoned: a row read before it is written, or a word's rows taken for another's, shows.
-// The chunked delta rule on words of partial chunks, of many chunks, empty words, and lengths summing
-// to exactly 256 rows (no rows after the words); the step-by-step kernels (deltanet with chunks off,
-// deltaproduct:2, mamba) at head_dim 32, and at 16 and 8, where a warp's two or four groups are heads
-// of one word (recurrences_pack).
+// The chunked delta rule (deltanet, deltaproduct:2) on words of partial chunks, of many chunks, empty
+// words, and lengths summing to exactly 256 rows (no rows after the words); the step-by-step kernels
+// (deltanet and deltaproduct:2 with chunks off, mamba) at head_dim 32, and at 16 and 8, where a warp's
+// two or four groups are heads of one word (recurrences_pack).
 TEST(CudaBackend, Fp32MatchesCpuReferenceWithPackedWords) {
     SKIP_WITHOUT_GPU();
     const Packed cases[] = {{"deltanet", true, {EigRange::unit, 4, 24, 64}},
@@ -399,6 +408,7 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceWithPackedWords) {
                             {"deltanet", false, {EigRange::signed_unit, 4, 24, 40}},
                             {"deltaproduct:2", true, {EigRange::signed_unit, 4, 24, 40}},
                             {"deltaproduct:2", true, {EigRange::unit, 8, 8, 90}},
+                            {"deltaproduct:2", false, {EigRange::unit, 4, 12, 40}, true},
                             {"mamba", true, {EigRange::signed_unit, 4, 24, 40}},
                             {"mamba", true, {EigRange::unit, 4, 12, 40}, true},
                             {"mamba", true, {EigRange::signed_unit, 8, 8, 91}},
@@ -543,17 +553,21 @@ TEST(CudaBackend, Tf32MatchesCpuReferenceLoosely) {
 TEST(CudaBackend, LooseModesMatchCpuReferenceInChunks) {
     SKIP_WITHOUT_GPU();
     const ChunkShape shapes[] = {{EigRange::signed_unit, 4, 2, 40}, {EigRange::unit, 4, 3, 45},
-                                 {EigRange::signed_unit, 4, 2, 256}, {EigRange::unit, 8, 3, 37}};
+                                 {EigRange::signed_unit, 4, 2, 256}, {EigRange::unit, 8, 3, 37},
+                                 {EigRange::signed_unit, 4, 2, 40, "deltaproduct:2"},
+                                 {EigRange::unit, 4, 3, 100, "deltaproduct:2"}};
     for (const MatmulPrecision matmul : {MatmulPrecision::tf32, MatmulPrecision::bf16})
         for (std::size_t i = 0; i < std::size(shapes); ++i) {
             const ChunkShape& e = shapes[i];
-            auto c = config_for("deltanet", e.eig, 64, 2);
+            auto c = config_for(e.model, e.eig, 64, 2);
             c.conv_kernel = e.K;
             const Comparison r = compare(c, c, matmul, 1300 + i, e.B, e.T);
-            SCOPED_TRACE(std::string(to_string(matmul)) + " eig " + to_string(e.eig) + " T " + std::to_string(e.T));
-            std::printf("%s chunks: eig %s conv %zu T %zu: logits %.2e, all gradients %.2e (sensitivity %.2e), worst %s %.2e\n",
-                        to_string(matmul), to_string(e.eig), e.K, e.T, r.logits, r.all_gradients, r.tf32_condition,
-                        r.worst_tensor.c_str(), r.worst_gradient);
+            SCOPED_TRACE(std::string(to_string(matmul)) + " " + e.model + " eig " + to_string(e.eig) + " T " +
+                         std::to_string(e.T));
+            std::printf("%s chunks: %s eig %s conv %zu T %zu: logits %.2e, all gradients %.2e (sensitivity %.2e), worst "
+                        "%s %.2e\n",
+                        to_string(matmul), e.model, to_string(e.eig), e.K, e.T, r.logits, r.all_gradients,
+                        r.tf32_condition, r.worst_tensor.c_str(), r.worst_gradient);
             expect_loose_bounds(r);
         }
 }
@@ -594,9 +608,10 @@ TEST(CudaBackend, Bf16MatchesCpuReferenceWithPackedWords) {
             options.chunked = k.chunked;
             const CudaSession session = make_cuda_session(c, options);
             EXPECT_TRUE(cuda_packs_words(session, batch));
-            // deltanet's chunked cases must run the chunked kernels (an H100 or H200 does)
+            // the chunked cases (deltanet and deltaproduct:2 at head_dim 32) must run the chunked
+            // kernels (an H100 or H200 does)
             chunks = cuda_runs_chunked(session);
-            ASSERT_EQ(chunks, k.chunked && k.model == std::string("deltanet"));
+            ASSERT_EQ(chunks, k.chunked);
         }
         const Comparison r = compare(c, c, MatmulPrecision::bf16, 1400 + i, e.B, e.T, k.chunked, &batch);
         const Comparison padded = compare(c, c, MatmulPrecision::bf16, 1400 + i, e.B, e.T, k.chunked, &batch, false);

@@ -1,8 +1,9 @@
-// The delta rule in chunks of C steps, its products on the FP64 tensor cores (one factor, head_dim
-// 32: deltanet at the paper's sizes): the forward, and the backward in one reverse pass over the
-// chunks. recurrences.cu steps the state one token at a time: each step is a chain of group
-// reductions, and ncu counted ~580 instructions per warp and token there, most of them staging, conv,
-// norms and index work (docs/PERFORMANCE.md, 2026-11-25, night). Here a warp owns one (word, head)
+// The delta rule in chunks of C steps, its products on the FP64 tensor cores (head_dim 32: deltanet
+// at the paper's sizes, and deltaproduct:2, whose two factors a token are two steps: Factors below):
+// the forward, and the backward in one reverse pass over the chunks. recurrences.cu steps the state
+// one token at a time: each step is a chain of group reductions, and ncu counted ~580 instructions per
+// warp and token there, most of them staging, conv, norms and index work (docs/PERFORMANCE.md,
+// 2026-11-25, night). Here a warp owns one (word, head)
 // as there, but takes C = 16 tokens at once. Within a chunk, with S0 the state before it (keys x
 // values), beta_t the gates and K, Q, V its rows:
 //   u_t = v_t - S_{t-1}^T k_t and S_t = S_{t-1} + beta_t k_t u_t^T give, for the chunk's rows,
@@ -17,6 +18,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "activations.cuh"
 #include "conv_taps.cuh"
@@ -211,7 +213,25 @@ __device__ std::size_t chunked_steps(const DeltaShape& s, std::size_t b) {
     return s.offsets ? std::size_t(__ldg(s.lengths + b)) : s.T;
 }
 
-template <int KT, bool TRAIN, Arithmetic AR>
+// F factors a token (deltaproduct:F; deltanet F = 1): the factors are the delta rule's steps, F per
+// token, so a chunk's C rows are C / F tokens' factors, row F i + j token i's factor j, and the
+// chunk's formulas above hold as they are. The query of token i sits on row F i + F - 1 (its output
+// reads the state after the token's last factor), zero on the token's other rows, and so is dO;
+// beta, k, v and u are per row. The lane's columns of pre, each convolved over the tokens (pre's
+// order): q, then k of each factor, then v of each factor.
+template <int F>
+struct Factors {
+    static_assert(F >= 1 && C % (2 * F) == 0, "C / F tokens a chunk, an even number of them (two warps)");
+    static constexpr int tokens = C / F;    // a chunk's tokens
+    static constexpr int slots = 1 + 2 * F;  // the lane's columns
+    __host__ __device__ static constexpr int k_slot(int j) { return 1 + j; }
+    __host__ __device__ static constexpr int v_slot(int j) { return 1 + F + j; }
+    // the tile row of factor j of the chunk's token i
+    __host__ __device__ static constexpr int row(int i, int j) { return F * i + j; }
+    __host__ __device__ static constexpr int q_row(int i) { return F * i + F - 1; }
+};
+
+template <int KT, int F, bool TRAIN, Arithmetic AR>
 __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked_kernel(DeltaShape s, const float* pre,
                                                                                      const float* conv,
                                                                                      const float* zbeta, float* o,
@@ -226,32 +246,39 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
     float *sk = tile + Tiles::k, *sq = tile + Tiles::q, *sv = tile + Tiles::v, *lp = tile + Tiles::lp;
     float *ss = tile + Tiles::s, *sbeta = tile + Tiles::beta, *snorm = tile + Tiles::norm;
 
+    using Fs = Factors<F>;
+    constexpr int TC = Fs::tokens;
     for (int i = lane; i < DH * ld32; i += 32) ss[i] = 0;
-    float halo[3][KT - 1];  // the last KT - 1 rows of the chunk before, per column (zeros before the word)
+    // the rows of Q that hold no query (F > 1) stay 0: steps 1 and 3 write only the others
+    for (int r = 0; r < C; ++r)
+        if (r % F != F - 1) sq[r * ld32 + lane] = 0;
+    float halo[Fs::slots][KT - 1];  // the last KT - 1 rows of the chunk before, per column (zeros before the word)
 #pragma unroll
-    for (int slot = 0; slot < 3; ++slot)
+    for (int slot = 0; slot < Fs::slots; ++slot)
 #pragma unroll
         for (int j = 0; j + 1 < KT; ++j) halo[slot][j] = 0;
 
-    for (std::size_t t0 = 0; t0 < steps; t0 += C) {
-        const int len = int(min(std::size_t(C), steps - t0));
-        const float zb = lane < len ? zbeta[(n0 + t0 + lane) * ld + h] : 0.0f;
+    for (std::size_t t0 = 0; t0 < steps; t0 += TC) {  // t0: the chunk's first token
+        const int len = int(min(std::size_t(TC), steps - t0));  // its tokens inside the word
+        const int rows_in = F * len;                            // and its rows
+        // row `lane`'s beta logit: token lane / F, factor lane % F (zbeta's column (lane % F) H + h)
+        const float zb = lane < rows_in ? zbeta[(n0 + t0 + lane / F) * ld + (lane % F) * H + h] : 0.0f;
         __syncwarp();  // the previous chunk is done with every tile
-        // 1. Conv + SiLU of the lane's three columns into Q, K, V, one column at a time: the rows t0
-        // .. t0 + C - 1 before the conv (zeros past the word; a warp reads 128 contiguous bytes per
-        // row) after the KT - 1 rows kept from the chunk before (zeros before the word).
+        // 1. Conv + SiLU of the lane's 1 + 2 F columns into Q, K, V, one column at a time: the tokens
+        // t0 .. t0 + C / F - 1 before the conv (zeros past the word; a warp reads 128 contiguous bytes
+        // per token) after the KT - 1 tokens kept from the chunk before (zeros before the word).
         // Each load's address steps from the one before: written as pre + (n0 + t0 + i) ld + ..., the
         // compiler kept 48 precomputed 64-bit addresses across chunks (spilled) and paid ~10 instructions a
         // load; the empty asm makes each step opaque, so that nothing is hoisted.
         const float* rows = pre + (n0 + t0) * ld + h * DH + lane;
 #pragma unroll
-        for (int slot = 0; slot < 3; ++slot) {
-            float x[C + KT - 1];  // x[i]: the column at row t0 - KT + 1 + i
+        for (int slot = 0; slot < Fs::slots; ++slot) {
+            float x[TC + KT - 1];  // x[i]: the column at token t0 - KT + 1 + i
 #pragma unroll
             for (int j = 0; j + 1 < KT; ++j) x[j] = halo[slot][j];
             const float* src = rows + slot * d;
 #pragma unroll
-            for (int i = 0; i < C; ++i) {
+            for (int i = 0; i < TC; ++i) {
                 x[KT - 1 + i] = i < len ? __ldg(src) : 0.0f;
                 src += ld;
                 asm("" : "+l"(src));
@@ -259,15 +286,17 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
             // the column's taps, read each chunk (L1-cached): 3 KT registers held throughout spilled
             float w[KT];
             load_conv_taps(conv, slot * d + h * DH + lane, s.K, w);
-            float* dst = slot == 0 ? sq : slot == 1 ? sk : sv;
+            // q on its tokens' last rows, k and v of factor j on its rows
+            const int factor = slot == 0 ? F - 1 : (slot - 1) % F;
+            float* dst = slot == 0 ? sq : slot <= F ? sk : sv;
 #pragma unroll
-            for (int i = 0; i < C; ++i) dst[i * ld32 + lane] = silu_fast<AR>(conv_sum(w, x, i));
+            for (int i = 0; i < TC; ++i) dst[Fs::row(i, factor) * ld32 + lane] = silu_fast<AR>(conv_sum(w, x, i));
 #pragma unroll
-            for (int j = 0; j + 1 < KT; ++j) halo[slot][j] = x[C + j];
+            for (int j = 0; j + 1 < KT; ++j) halo[slot][j] = x[TC + j];
         }
         // 2. The gates; rows past the word get beta 0: they add nothing to S (their outputs are not
         // written).
-        if (lane < C) sbeta[lane] = lane < len ? s.beta_scale * sigmoidf(zb) : 0.0f;
+        if (lane < C) sbeta[lane] = lane < rows_in ? s.beta_scale * sigmoidf(zb) : 0.0f;
         __syncwarp();
         // 3. L2 norms of the rows: lane t < C takes k_t, lane C + t takes q_t; the rows times the
         // reciprocals (a multiplication where a division takes ~10 instructions; the backward
@@ -311,7 +340,7 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
 #pragma unroll
                 for (int r = 0; r < t; ++r) x -= lp[t * ld16 + r] * uc[r];
                 uc[t] = x;
-                if (TRAIN && t < len) u_out[(n0 + t0 + t) * d + h * DH + lane] = x;
+                if (TRAIN && t < rows_in) u_out[(n0 + t0 + t / F) * (F * d) + (t % F) * d + h * DH + lane] = x;
             }
 #pragma unroll
             for (int t = 0; t < C; ++t) sv[t * ld32 + lane] = sbeta[t] * uc[t];
@@ -324,7 +353,7 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
             for_each_entry(P, g, q, [=](int r, int c, float x) { lp[r * ld16 + c] = c <= r ? x : 0.0f; });
         }
         __syncwarp();
-        // 8. O = Q S0 + P diag(beta) U, written for the word's rows.
+        // 8. O = Q S0 + P diag(beta) U, written for the word's tokens (their last rows).
         {
             float O[4][4] = {};
             product<DH / 8, 4>(O, Q, S0, g, q);
@@ -334,8 +363,8 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
 #pragma unroll
                 for (int half = 0; half < 2; ++half) {
                     const int r = g + 8 * half;
-                    if (r < len)
-                        *reinterpret_cast<float2*>(o + (n0 + t0 + r) * d + h * DH + acc_col(q, nt, 0)) =
+                    if (r % F == F - 1 && r < rows_in)
+                        *reinterpret_cast<float2*>(o + (n0 + t0 + r / F) * d + h * DH + acc_col(q, nt, 0)) =
                             make_float2(O[nt][2 * half], O[nt][2 * half + 1]);
                 }
         }
@@ -357,10 +386,10 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
     }
 }
 
-template <int KT, bool TRAIN, Arithmetic AR>
+template <int KT, int F, bool TRAIN, Arithmetic AR>
 void launch(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
             float* final, cudaStream_t stream) {
-    const auto kernel = delta_forward_chunked_kernel<KT, TRAIN, AR>;
+    const auto kernel = delta_forward_chunked_kernel<KT, F, TRAIN, AR>;
     constexpr std::size_t bytes = std::size_t(warps_per_block) * Tiles::floats * sizeof(float);
     static_assert(bytes <= 48 * 1024, "more than a block gets without cudaFuncSetAttribute");
     const std::size_t groups = s.B * s.H;
@@ -436,7 +465,7 @@ __device__ void row_dots(const float (&d)[2][4], const float* xs, int c0, int g,
 }
 
 // Out: the type of dpre and dzbeta (float, or bf16 for --matmul bf16's products), rows ldo apart.
-template <int KT, class Out, Arithmetic AR>
+template <int KT, int F, class Out, Arithmetic AR>
 __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel(DeltaShape s, const float* pre,
                                                                               const float* conv, const float* zbeta,
                                                                               const float* u_saved, const float* final,
@@ -455,6 +484,8 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     float *sbeta = tile + BackTiles::beta, *snorm = tile + BackTiles::norm;
     float *sdbeta_w = tile + BackTiles::dbeta_w, *sdbeta_l = tile + BackTiles::dbeta_l, *sdots = tile + BackTiles::dots;
     const int half = 16 * w;  // this warp's first column (or row) of 32
+    using Fs = Factors<F>;
+    constexpr int TC = Fs::tokens;
 
     for (int i = threadIdx.x; i < DH * DH; i += back_threads) {
         ss[(i / DH) * ld32 + i % DH] = final[group * DH * DH + i];
@@ -462,11 +493,16 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     }
     float* sdgain = tile + BackTiles::dgain + w * DH;  // this warp's, lane = column
     sdgain[lane] = 0;
-    // The lane's conv columns: warp 0 takes q (slot 0) and v (slot 2), warp 1 k (slot 1). Per column
-    // the gradient carried from the chunk after (rows t0 + C .. t0 + C + KT - 2) and the taps'.
-    float carry[2][KT - 1], taps[2][KT];
+    // The rows of Q that hold no query (F > 1) stay 0 (step 1 writes only the others).
+    if (w == 0)
+        for (int r = 0; r < C; ++r)
+            if (r % F != F - 1) sq[r * ld32 + lane] = 0;
+    // The lane's conv columns: warp 0 takes q (column 0) and the F v's (columns 1 .. F), warp 1 the F
+    // k's (columns 0 .. F - 1). Per column the gradient carried from the chunk after (tokens t0 + C /
+    // F .. t0 + C / F + KT - 2) and the taps'.
+    float carry[1 + F][KT - 1], taps[1 + F][KT];
 #pragma unroll
-    for (int m = 0; m < 2; ++m) {
+    for (int m = 0; m < 1 + F; ++m) {
 #pragma unroll
         for (int j = 0; j + 1 < KT; ++j) carry[m][j] = 0;
 #pragma unroll
@@ -474,16 +510,16 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     }
     const int pad = KT - int(s.K);
     auto load_taps = [&](int slot, float (&tw)[KT]) { load_conv_taps(conv, slot * d + h * DH + lane, s.K, tw); };
-    // The lane's column of `slot`, rows t0 - KT + 1 .. t0 + C - 1 (zeros before the word and past its
-    // end), as the forward reads them. Inside the word (every chunk but the first and the last) the
+    // The lane's column of `slot`, tokens t0 - KT + 1 .. t0 + C / F - 1 (zeros before the word and
+    // past its end), as the forward reads them. Inside the word (every chunk but the first and the last) the
     // address steps by ld through an opaque asm, as in the forward: with a bounds test and a 64-bit
     // address per row, this phase took ~700 integer instructions per chunk (SASS, H200).
-    auto load_rows = [&](int slot, std::size_t t0, int len, float (&x)[C + KT - 1]) {
+    auto load_rows = [&](int slot, std::size_t t0, int len, float (&x)[TC + KT - 1]) {
         const float* src = pre + (n0 + t0) * ld + slot * d + h * DH + lane;  // row t0
-        if (t0 >= KT - 1 && len == C) {
+        if (t0 >= KT - 1 && len == TC) {
             src -= (KT - 1) * ld;
 #pragma unroll
-            for (int i = 0; i < C + KT - 1; ++i) {
+            for (int i = 0; i < TC + KT - 1; ++i) {
                 x[i] = __ldg(src);
                 src += ld;
                 asm("" : "+l"(src));
@@ -492,7 +528,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
             const int first = -min(int(t0), KT - 1);
             src -= (KT - 1) * ld;
 #pragma unroll
-            for (int i = 0; i < C + KT - 1; ++i) {
+            for (int i = 0; i < TC + KT - 1; ++i) {
                 const int t = i - (KT - 1);  // row t0 + t
                 x[i] = t >= first && t < len ? __ldg(src) : 0.0f;
                 src += ld;
@@ -501,20 +537,20 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         }
     };
     // Back through the SiLU and the conv for one of the lane's columns (m: its index among the lane's
-    // columns), grad the gradient of the SiLU outputs: the gradient of the conv sums g_i, dpre_t =
-    // sum_k w[KT-1-k] g_{t+k} and the taps' gradients, summed as recurrences.cu's conv_backward_chunk
-    // sums them (rows in reverse, then added to the taps).
-    auto conv_backward = [&](int slot, const float* grad, std::size_t t0, int len, float (&cr)[KT - 1],
-                             float (&tp)[KT]) {
-        float x[C + KT - 1], tw[KT], acc[KT] = {}, gz[KT];
+    // columns), grad the gradient of the SiLU outputs (token i's on tile row F i + factor): the gradient
+    // of the conv sums g_i, dpre_t = sum_k w[KT-1-k] g_{t+k} and the taps' gradients, summed as
+    // recurrences.cu's conv_backward_chunk sums them (tokens in reverse, then added to the taps).
+    auto conv_backward = [&](int slot, const float* grad, int factor, std::size_t t0, int len,
+                             float (&cr)[KT - 1], float (&tp)[KT]) {
+        float x[TC + KT - 1], tw[KT], acc[KT] = {}, gz[KT];
         load_rows(slot, t0, len, x);
         load_taps(slot, tw);
-        Out* out = dpre + (n0 + t0 + C - 1) * ldo + slot * d + h * DH + lane;  // row t0 + C - 1, then up
+        Out* out = dpre + (n0 + t0 + TC - 1) * ldo + slot * d + h * DH + lane;  // token t0 + C / F - 1, then up
 #pragma unroll
         for (int i = 1; i < KT; ++i) gz[i] = cr[i - 1];
 #pragma unroll
-        for (int i = C - 1; i >= 0; --i) {
-            gz[0] = i < len ? grad[i * ld32 + lane] * silu_grad_fast(conv_sum(tw, x, i)) : 0.0f;
+        for (int i = TC - 1; i >= 0; --i) {
+            gz[0] = i < len ? grad[Fs::row(i, factor) * ld32 + lane] * silu_grad_fast(conv_sum(tw, x, i)) : 0.0f;
             float dx = 0;
 #pragma unroll
             for (int k = 0; k < KT; ++k) dx += tw[KT - 1 - k] * gz[k];
@@ -550,22 +586,28 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     auto DSt_h = [sds, half](int c, int r) { return sds[(half + r) * ld32 + c]; };
     auto S0t_h = [ss, half](int c, int r) { return ss[(half + r) * ld32 + c]; };  // B = S0^T: value c, key r
 
-    for (int chunk = int((steps + C - 1) / C); chunk-- > 0;) {  // the last first
-        const std::size_t t0 = std::size_t(chunk) * C;
-        const int len = int(min(std::size_t(C), steps - t0));
-        const float zb = w == 1 && lane < len ? zbeta[(n0 + t0 + lane) * ld + h] : 0.0f;
+    for (int chunk = int((steps + TC - 1) / TC); chunk-- > 0;) {  // the last first
+        const std::size_t t0 = std::size_t(chunk) * TC;          // its first token
+        const int len = int(min(std::size_t(TC), steps - t0));   // its tokens inside the word
+        const int rows_in = F * len;                               // and its rows
+        const float zb = w == 1 && lane < rows_in ? zbeta[(n0 + t0 + lane / F) * ld + (lane % F) * H + h] : 0.0f;
         __syncthreads();  // the chunk after is done with every tile
         // 1. Q (warp 0) and K (warp 1) by the forward's own functions (conv_sum, silu_fast,
         // norm_reciprocal), so that undoing the forward's last product below subtracts what it added; rows past the word 0 (the forward's are not, but its beta there is 0, and so are u
         // and dO here). u and dO, half the rows each; beta. dO comes through the output norm (below).
         {
-            float x[C + KT - 1], tw[KT];
-            load_rows(w, t0, len, x);
-            load_taps(w, tw);
             float* dst = w == 0 ? sq : sk;
 #pragma unroll
-            for (int i = 0; i < C; ++i)
-                dst[i * ld32 + lane] = i < len ? silu_fast<AR>(conv_sum(tw, x, i)) : 0.0f;
+            for (int j = 0; j < F; ++j) {  // warp 0 its one column (q), warp 1 the F k's
+                if (w == 0 && j > 0) break;
+                float x[TC + KT - 1], tw[KT];
+                const int slot = w == 0 ? 0 : Fs::k_slot(j), factor = w == 0 ? F - 1 : j;
+                load_rows(slot, t0, len, x);
+                load_taps(slot, tw);
+#pragma unroll
+                for (int i = 0; i < TC; ++i)
+                    dst[Fs::row(i, factor) * ld32 + lane] = i < len ? silu_fast<AR>(conv_sum(tw, x, i)) : 0.0f;
+            }
             __syncwarp();
             float* rinv = snorm + (w == 0 ? C : 0);
             if (lane < C) rinv[lane] = norm_reciprocal(dst + lane * ld32);
@@ -577,33 +619,42 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
             // dO = r g dOn - o r^3 sum(g dOn o) / DH per row and head (the RMSNorm of o per head, whose
             // group is this warp's 32 columns), as rmsnorm_backward computes it, with the sum as a
             // warp sum; the gain's gradient dOn o r summed over the word's rows
-            const std::size_t row = n0 + t0 + w;  // row t0 + w; each warp every second row
+            // Each warp every second row of u (row t at u_saved's row (n0 + t0) F + t, [N][F d]) and
+            // every second token of dO (token i's on row F i + F - 1, the token's other rows 0).
+            const std::size_t row = n0 + t0 + w;  // token t0 + w
             const std::size_t at = row * d + h * DH + lane;
-            const float *u_row = u_saved + at, *o_row = on.o + at, *dn_row = on.dOn + at, *r_row = on.rinv + row * H + h;
+            const float *u_row = u_saved + ((n0 + t0) * F + w) * d + h * DH + lane, *o_row = on.o + at,
+                        *dn_row = on.dOn + at, *r_row = on.rinv + row * H + h;
             const float gain = on.gain[h * DH + lane];
-            float xo[C / 2], xd[C / 2], rr[C / 2], dot[C / 2];
+            float xo[TC / 2], xd[TC / 2], rr[TC / 2], dot[TC / 2];
 #pragma unroll
             for (int i = 0; i < C / 2; ++i) {
                 const int t = 2 * i + w;
-                su[t * ld32 + lane] = t < len ? __ldg(u_row) : 0.0f;
-                xo[i] = t < len ? __ldg(o_row) : 0.0f;
-                xd[i] = t < len ? __ldg(dn_row) : 0.0f;
-                rr[i] = t < len ? __ldg(r_row) : 0.0f;
-                dot[i] = gain * xd[i] * xo[i];
-                u_row += 2 * d, o_row += 2 * d, dn_row += 2 * d, r_row += 2 * H;
+                su[t * ld32 + lane] = t < rows_in ? __ldg(u_row) : 0.0f;
+                u_row += 2 * d;
+                if (i < TC / 2) {
+                    xo[i] = t < len ? __ldg(o_row) : 0.0f;
+                    xd[i] = t < len ? __ldg(dn_row) : 0.0f;
+                    rr[i] = t < len ? __ldg(r_row) : 0.0f;
+                    dot[i] = gain * xd[i] * xo[i];
+                    o_row += 2 * d, dn_row += 2 * d, r_row += 2 * H;
+                }
                 asm("" : "+l"(u_row), "+l"(o_row), "+l"(dn_row), "+l"(r_row));
             }
             warp_sums(dot);
             float dg = sdgain[lane];
 #pragma unroll
-            for (int i = 0; i < C / 2; ++i) {
+            for (int i = 0; i < TC / 2; ++i) {
+                const int t = 2 * i + w;  // the token
                 const float r = rr[i];
-                sgo[(2 * i + w) * ld32 + lane] = r * gain * xd[i] - xo[i] * r * r * r * dot[i] / float(DH);
+                sgo[Fs::q_row(t) * ld32 + lane] = r * gain * xd[i] - xo[i] * r * r * r * dot[i] / float(DH);
                 dg += xd[i] * xo[i] * r;
+#pragma unroll
+                for (int j = 0; j + 1 < F; ++j) sgo[Fs::row(t, j) * ld32 + lane] = 0.0f;
             }
             sdgain[lane] = dg;
         }
-        if (w == 1 && lane < C) sbeta[lane] = lane < len ? s.beta_scale * sigmoidf(zb) : 0.0f;
+        if (w == 1 && lane < C) sbeta[lane] = lane < rows_in ? s.beta_scale * sigmoidf(zb) : 0.0f;
         __syncthreads();
         // 2. G and L = G diag(beta) (warp 0, as the forward rounds them), P (warp 1); S0 = S_C - K^T W
         // in place of S_C, warp w taking the keys 16 w .. 16 w + 15 (each entry has one owner, and
@@ -725,25 +776,31 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         // block zeroes the rows' columns past the logits (from d + 2 F d + F H to ldo, the padding up
         // to projection_rows: the bf16 input gradient of the projections sums over them; in fp32
         // nothing reads them).
-        conv_backward(w, w == 0 ? sgo : sk, t0, len, carry[0], taps[0]);
-        if (w == 0) conv_backward(2, sdr, t0, len, carry[1], taps[1]);
-        if (w == 1 && lane < len) {
+        conv_backward(w == 0 ? 0 : Fs::k_slot(0), w == 0 ? sgo : sk, w == 0 ? F - 1 : 0, t0, len, carry[0], taps[0]);
+#pragma unroll
+        for (int m = 1; m < 1 + F; ++m)  // warp 0: v of factor m - 1; warp 1: k of factor m
+            if (w == 0 || m < F)
+                conv_backward(w == 0 ? Fs::v_slot(m - 1) : Fs::k_slot(m), w == 0 ? sdr : sk, w == 0 ? m - 1 : m, t0,
+                              len, carry[m], taps[m]);
+        if (w == 1 && lane < rows_in) {
             const float sgm = sigmoidf(zb), db = (sdbeta_w[lane] + sdbeta_w[C + lane]) + sdbeta_l[lane];
-            Out* row = dzbeta + (n0 + t0 + lane) * ldo;
-            row[h] = Out(db * s.beta_scale * sgm * (1.0f - sgm));
-            if (h == 0)  // row: dzbeta's, d + 2 F d columns into the row
+            Out* row = dzbeta + (n0 + t0 + lane / F) * ldo;  // the row's token
+            row[(lane % F) * H + h] = Out(db * s.beta_scale * sgm * (1.0f - sgm));
+            if (h == 0 && lane % F == 0)  // row: dzbeta's, d + 2 F d columns into the row
                 for (std::size_t c = s.F * H; c < ldo - (1 + 2 * s.F) * d; ++c) row[c] = Out(0.0f);
         }
     }
-    // The taps' gradients of word b into its partial sums, [b][3 d][K], as write_tap_grads lays them.
+    // The taps' gradients of word b into its partial sums, [b][(1 + 2 F) d][K], as write_tap_grads lays them.
     auto write_taps = [&](int slot, const float (&tp)[KT]) {
-        float* out = partials + (b * 3 * d + slot * d + h * DH + lane) * s.K;
+        float* out = partials + (b * Fs::slots * d + slot * d + h * DH + lane) * s.K;
 #pragma unroll
         for (int j = 0; j < KT; ++j)
             if (j >= pad) out[j - pad] = tp[j];
     };
-    write_taps(w, taps[0]);
-    if (w == 0) write_taps(2, taps[1]);
+    write_taps(w == 0 ? 0 : Fs::k_slot(0), taps[0]);
+#pragma unroll
+    for (int m = 1; m < 1 + F; ++m)
+        if (w == 0 || m < F) write_taps(w == 0 ? Fs::v_slot(m - 1) : Fs::k_slot(m), taps[m]);
     // the output norm's gain gradient of word b and head h into its partial sums, [b][d]
     __syncthreads();
     if (w == 0) {
@@ -752,15 +809,34 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     }
 }
 
-template <int KT, class Out, Arithmetic AR>
+template <int KT, int F, class Out, Arithmetic AR>
 void launch_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
                      const float* final, const OutputNorm& on, Out* dpre, std::size_t ldo, float* partials,
                      float* gain_partials, Out* dzbeta, cudaStream_t stream) {
     constexpr std::size_t bytes = BackTiles::floats * sizeof(float);
     static_assert(bytes <= 48 * 1024, "more than a block gets without cudaFuncSetAttribute");
-    delta_backward_chunked_kernel<KT, Out, AR><<<unsigned(s.B * s.H), back_threads, bytes, stream>>>(
+    delta_backward_chunked_kernel<KT, F, Out, AR><<<unsigned(s.B * s.H), back_threads, bytes, stream>>>(
         s, pre, conv, zbeta, u, final, on, dpre, ldo, partials, gain_partials, dzbeta);
     check(cudaGetLastError(), "delta_backward_chunked");
+}
+
+// f(taps, factors, arithmetic): the kernels' compile-time tap length KT, factor count F and Arithmetic
+// for shape s, as std::integral_constant values: F 1, or 2 with KT 4 (delta_runs_in_chunks; every
+// instance adds ~3 s of nvcc).
+template <class Launch>
+void dispatch(const DeltaShape& s, Launch f) {
+    using Exact = std::integral_constant<Arithmetic, Arithmetic::exact>;
+    using Loose = std::integral_constant<Arithmetic, Arithmetic::loose>;
+    const auto with_arithmetic = [&](auto taps, auto factors) {
+        s.loose_arithmetic ? f(taps, factors, Loose{}) : f(taps, factors, Exact{});
+    };
+    const auto with_factors = [&](auto taps) {
+        if constexpr (decltype(taps)::value == 4)
+            if (s.F == 2) return with_arithmetic(taps, std::integral_constant<int, 2>{});
+        with_arithmetic(taps, std::integral_constant<int, 1>{});
+    };
+    conv_tap_length(s.K) == 4 ? with_factors(std::integral_constant<int, 4>{})
+                              : with_factors(std::integral_constant<int, 8>{});
 }
 
 template <class Out>
@@ -769,15 +845,11 @@ bool backward_through_norm(const DeltaShape& s, const float* pre, const float* c
                            Out* dzbeta, float* dgain, const Partials& partials, const Partials& gain_partials,
                            cudaStream_t stream) {
     if (!delta_runs_in_chunks(s)) return false;
-    const auto go = [&](auto launcher) {
-        launcher(s, pre, conv, zbeta, u, final, on, dpre, ldo, partials.scratch, gain_partials.scratch, dzbeta, stream);
-    };
-    constexpr auto exact = Arithmetic::exact, loose = Arithmetic::loose;
-    if (conv_tap_length(s.K) == 4)
-        s.loose_arithmetic ? go(launch_backward<4, Out, loose>) : go(launch_backward<4, Out, exact>);
-    else
-        s.loose_arithmetic ? go(launch_backward<8, Out, loose>) : go(launch_backward<8, Out, exact>);
-    partials.sums->push_back({partials.scratch, s.B, 3 * s.H * DH * s.K, dconv});
+    dispatch(s, [&](auto taps, auto factors, auto arithmetic) {
+        launch_backward<decltype(taps)::value, decltype(factors)::value, Out, decltype(arithmetic)::value>(
+            s, pre, conv, zbeta, u, final, on, dpre, ldo, partials.scratch, gain_partials.scratch, dzbeta, stream);
+    });
+    partials.sums->push_back({partials.scratch, s.B, (1 + 2 * s.F) * s.H * DH * s.K, dconv});
     gain_partials.sums->push_back({gain_partials.scratch, s.B, s.H * DH, dgain});
     return true;
 }
@@ -796,7 +868,7 @@ bool chunked_kernels_run() {
     if (const int k = known[std::size_t(device)].load()) return k == 1;
     cudaFuncAttributes a{};
     int fp32_per_fp64 = 0;
-    const bool runs = cudaFuncGetAttributes(&a, delta_forward_chunked_kernel<4, false, Arithmetic::exact>) == cudaSuccess &&
+    const bool runs = cudaFuncGetAttributes(&a, delta_forward_chunked_kernel<4, 1, false, Arithmetic::exact>) == cudaSuccess &&
                       a.binaryVersion >= 80 && a.ptxVersion >= 80 &&
                       cudaDeviceGetAttribute(&fp32_per_fp64, cudaDevAttrSingleToDoublePrecisionPerfRatio, device) ==
                           cudaSuccess &&
@@ -809,22 +881,18 @@ bool chunked_kernels_run() {
 }  // namespace
 
 bool delta_runs_in_chunks(const DeltaShape& s) {
-    return s.chunks && s.F == 1 && s.dh == DH && chunked_kernels_run();
+    return s.chunks && (s.F == 1 || (s.F == 2 && s.K <= 4)) && s.dh == DH && chunked_kernels_run();
 }
 
 bool delta_forward_in_chunks(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o,
                              float* u, float* final, cudaStream_t stream) {
     if (!delta_runs_in_chunks(s)) return false;
-    const auto go = [&](auto launcher) { launcher(s, pre, conv, zbeta, o, u, final, stream); };
-    constexpr auto exact = Arithmetic::exact, loose = Arithmetic::loose;
-    const bool train = u != nullptr;
-    if (conv_tap_length(s.K) == 4) {
-        if (train) s.loose_arithmetic ? go(launch<4, true, loose>) : go(launch<4, true, exact>);
-        else s.loose_arithmetic ? go(launch<4, false, loose>) : go(launch<4, false, exact>);
-    } else {
-        if (train) s.loose_arithmetic ? go(launch<8, true, loose>) : go(launch<8, true, exact>);
-        else s.loose_arithmetic ? go(launch<8, false, loose>) : go(launch<8, false, exact>);
-    }
+    dispatch(s, [&](auto taps, auto factors, auto arithmetic) {
+        constexpr int KT = decltype(taps)::value, F = decltype(factors)::value;
+        constexpr Arithmetic AR = decltype(arithmetic)::value;
+        if (u) launch<KT, F, true, AR>(s, pre, conv, zbeta, o, u, final, stream);
+        else launch<KT, F, false, AR>(s, pre, conv, zbeta, o, u, final, stream);
+    });
     return true;
 }
 

@@ -250,9 +250,10 @@ struct DeltaShape {
 void delta_forward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
                    float* final, cudaStream_t stream);
 // The same forward in chunks of 16 steps, its products on the FP64 tensor cores (delta_chunked.cu; the
-// SiLU's exponential by __expf with s.loose_arithmetic), for one factor and head_dim 32 on a GPU of
-// sm_80 or later with FP64 at half the FP32 rate (A100, H100, H200); returns false, launching
-// nothing, for other shapes and GPUs and where s.chunks is false.
+// SiLU's exponential by __expf with s.loose_arithmetic), for head_dim 32 and one factor (deltanet),
+// or two with at most 4 conv taps (deltaproduct:2), on a GPU of sm_80 or later with FP64 at half the
+// FP32 rate (A100, H100, H200); returns false, launching nothing, for other shapes and GPUs and where
+// s.chunks is false.
 bool delta_forward_in_chunks(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o,
                              float* u, float* final, cudaStream_t stream);
 // One reverse pass that rebuilds S_{t-1} = S_t - beta k u^T, step by step. Out: dpre (the
@@ -262,7 +263,8 @@ void delta_backward(const DeltaShape& s, const float* pre, const float* conv, co
                     const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta,
                     const Partials& partials, cudaStream_t stream);
 // Whether delta_forward_in_chunks and delta_backward_through_norm run for this shape on the current
-// device: s.chunks, one factor at head_dim 32, and a GPU they run on (only F, dh and chunks are read).
+// device: s.chunks, head_dim 32 with one factor or two (at most 4 taps), and a GPU they run on (only F,
+// K, dh and chunks are read).
 bool delta_runs_in_chunks(const DeltaShape& s);
 // The mixer's output norm, an RMSNorm of o per head (reciprocals rinv [N][H], gain [d]), and the
 // gradient of its output, dOn ([N][d]).
