@@ -317,44 +317,66 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceAtTheStagingsEdges) {
     }
 }
 
-// A shape for the tests of the chunked kernels: eigenvalue range, conv taps, words, length, model
-// (deltanet, or deltaproduct:2: two factors a token, a chunk's 16 rows 8 tokens).
+// A shape for the tests of the chunked kernels: eigenvalue range, conv taps, words, length.
 struct ChunkShape {
     EigRange eig;
     std::size_t K, B, T;
-    const char* model = "deltanet";
 };
+// A model for them: deltanet, or deltaproduct:2 (two factors a token, a chunk's 16 rows 8 tokens), with
+// `heads` heads of 32 (d_model 32 heads).
+struct ChunkCase {
+    const char* model;
+    std::size_t heads;
+    ChunkShape shape;
+};
+// Whether a session of model c takes the chunked delta kernels, as an H100 or H200 runs them
+// (head_dim 32: deltanet, and deltaproduct:2 with at most 4 taps; options.chunked on).
+bool chunks_expected(const ModelConfig& c, bool chunked) {
+    return chunked && c.head_dim() == 32 &&
+           (c.mixer == Mixer::deltanet || (c.mixer == Mixer::deltaproduct && c.factors == 2 && c.conv_kernel <= 4));
+}
 
 // The delta rule in chunks of 16 steps on the FP64 tensor cores (delta_chunked.cu: one or two factors,
 // head_dim 32), forward and backward: words of 1 step, of a partial chunk, of exactly two chunks, of
 // five chunks with a partial one last, and of 256 steps (16 chunks: the state is carried from chunk
 // to chunk, and undone chunk by chunk in the backward), with 1, 3, 4, 6 and 8 taps (padded to 4 or
 // 8), both eigenvalue ranges, and an odd number of groups (the forward's blocks hold two); deltaproduct:2
-// on words of one token, of a partial chunk (8 tokens a chunk), of exactly two chunks and of 32.
-// Every gradient comes from the chunked backward, run on the chunked forward's u and last state.
+// on words of one token, of a partial chunk (8 tokens a chunk), of exactly two chunks and of 37 and
+// 256, with 1 to 4 taps, 1, 2 and 4 heads (its beta columns are factor-major: j H + h). The sessions
+// must take the chunks (an H100 or H200 does). Every gradient comes from the chunked backward, run on
+// the chunked forward's u and last state.
 TEST(CudaBackend, Fp32MatchesCpuReferenceInChunks) {
     SKIP_WITHOUT_GPU();
-    const ChunkShape shapes[] = {{EigRange::signed_unit, 4, 2, 1},  {EigRange::unit, 4, 3, 11},
-                                 {EigRange::signed_unit, 4, 2, 32}, {EigRange::signed_unit, 4, 3, 80},
-                                 {EigRange::unit, 8, 3, 37},        {EigRange::signed_unit, 6, 2, 40},
-                                 {EigRange::unit, 3, 2, 23},        {EigRange::signed_unit, 1, 2, 19},
-                                 {EigRange::signed_unit, 4, 2, 256},
-                                 {EigRange::signed_unit, 4, 2, 1, "deltaproduct:2"},
-                                 {EigRange::unit, 4, 3, 13, "deltaproduct:2"},
-                                 {EigRange::signed_unit, 4, 2, 16, "deltaproduct:2"},
-                                 {EigRange::signed_unit, 2, 3, 37, "deltaproduct:2"},
-                                 {EigRange::unit, 3, 2, 256, "deltaproduct:2"},
-                                 {EigRange::unit, 4, 3, 45}};
-    for (std::size_t i = 0; i < std::size(shapes); ++i) {
-        const ChunkShape& e = shapes[i];
-        // the last: one head of 32 (d 32), so B H = 3 is odd and the second warp of a block has no group
-        auto c = i + 1 == std::size(shapes) ? config_for(e.model, e.eig, 32, 1) : config_for(e.model, e.eig, 64, 2);
+    const ChunkCase cases[] = {{"deltanet", 2, {EigRange::signed_unit, 4, 2, 1}},
+                               {"deltanet", 2, {EigRange::unit, 4, 3, 11}},
+                               {"deltanet", 2, {EigRange::signed_unit, 4, 2, 32}},
+                               {"deltanet", 2, {EigRange::signed_unit, 4, 3, 80}},
+                               {"deltanet", 2, {EigRange::unit, 8, 3, 37}},
+                               {"deltanet", 2, {EigRange::signed_unit, 6, 2, 40}},
+                               {"deltanet", 2, {EigRange::unit, 3, 2, 23}},
+                               {"deltanet", 2, {EigRange::signed_unit, 1, 2, 19}},
+                               {"deltanet", 2, {EigRange::signed_unit, 4, 2, 256}},
+                               {"deltaproduct:2", 2, {EigRange::signed_unit, 4, 2, 1}},
+                               {"deltaproduct:2", 2, {EigRange::unit, 4, 3, 13}},
+                               {"deltaproduct:2", 2, {EigRange::signed_unit, 4, 2, 16}},
+                               {"deltaproduct:2", 2, {EigRange::signed_unit, 2, 3, 37}},
+                               {"deltaproduct:2", 2, {EigRange::unit, 3, 2, 256}},
+                               {"deltaproduct:2", 4, {EigRange::signed_unit, 4, 2, 21}},
+                               {"deltaproduct:2", 1, {EigRange::unit, 1, 3, 9}},
+                               {"deltanet", 1, {EigRange::unit, 4, 3, 45}}};
+    for (std::size_t i = 0; i < std::size(cases); ++i) {
+        const ChunkCase& k = cases[i];
+        const ChunkShape& e = k.shape;
+        // one head (d 32): B H = 3 is odd, and the second warp of a block has no group
+        auto c = config_for(k.model, e.eig, 32 * k.heads, k.heads);
         c.conv_kernel = e.K;
+        EXPECT_TRUE(cuda_runs_chunked(make_cuda_session(c))) << k.model << " conv " << e.K;
         const Comparison r = compare(c, c, MatmulPrecision::fp32, 1100 + i, e.B, e.T);
-        SCOPED_TRACE(std::string(e.model) + " eig " + to_string(e.eig) + " head_dim 32 conv " + std::to_string(e.K) +
-                     " B " + std::to_string(e.B) + " T " + std::to_string(e.T));
-        std::printf("chunks: %s eig %s conv %zu T %zu: logits %.2e, all gradients %.2e, worst %s %.2e (CPU fp32 %.2e)\n",
-                    e.model, to_string(e.eig), e.K, e.T, r.logits, r.all_gradients, r.worst_tensor.c_str(),
+        SCOPED_TRACE(std::string(k.model) + " eig " + to_string(e.eig) + " heads " + std::to_string(k.heads) +
+                     " of 32, conv " + std::to_string(e.K) + " B " + std::to_string(e.B) + " T " + std::to_string(e.T));
+        std::printf("chunks: %s heads %zu eig %s conv %zu T %zu: logits %.2e, all gradients %.2e, worst %s %.2e (CPU fp32 "
+                    "%.2e)\n",
+                    k.model, k.heads, to_string(e.eig), e.K, e.T, r.logits, r.all_gradients, r.worst_tensor.c_str(),
                     r.worst_gradient, r.cpu32_worst_gradient);
         expect_fp32_match(r);
     }
@@ -409,6 +431,7 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceWithPackedWords) {
                             {"deltaproduct:2", true, {EigRange::signed_unit, 4, 24, 40}},
                             {"deltaproduct:2", true, {EigRange::unit, 8, 8, 90}},
                             {"deltaproduct:2", false, {EigRange::unit, 4, 12, 40}, true},
+                            {"deltaproduct:2", true, {EigRange::signed_unit, 3, 12, 40}, true},
                             {"mamba", true, {EigRange::signed_unit, 4, 24, 40}},
                             {"mamba", true, {EigRange::unit, 4, 12, 40}, true},
                             {"mamba", true, {EigRange::signed_unit, 8, 8, 91}},
@@ -552,21 +575,24 @@ TEST(CudaBackend, Tf32MatchesCpuReferenceLoosely) {
 // Measured on an H100 (2026-11-26): logits 0.8-2.0e-3 (tf32) and 3.5-5.4e-3 (bf16).
 TEST(CudaBackend, LooseModesMatchCpuReferenceInChunks) {
     SKIP_WITHOUT_GPU();
-    const ChunkShape shapes[] = {{EigRange::signed_unit, 4, 2, 40}, {EigRange::unit, 4, 3, 45},
-                                 {EigRange::signed_unit, 4, 2, 256}, {EigRange::unit, 8, 3, 37},
-                                 {EigRange::signed_unit, 4, 2, 40, "deltaproduct:2"},
-                                 {EigRange::unit, 4, 3, 100, "deltaproduct:2"}};
+    const ChunkCase cases[] = {{"deltanet", 2, {EigRange::signed_unit, 4, 2, 40}},
+                               {"deltanet", 2, {EigRange::unit, 4, 3, 45}},
+                               {"deltanet", 2, {EigRange::signed_unit, 4, 2, 256}},
+                               {"deltanet", 2, {EigRange::unit, 8, 3, 37}},
+                               {"deltaproduct:2", 2, {EigRange::signed_unit, 4, 2, 40}},
+                               {"deltaproduct:2", 4, {EigRange::unit, 4, 3, 100}}};
     for (const MatmulPrecision matmul : {MatmulPrecision::tf32, MatmulPrecision::bf16})
-        for (std::size_t i = 0; i < std::size(shapes); ++i) {
-            const ChunkShape& e = shapes[i];
-            auto c = config_for(e.model, e.eig, 64, 2);
+        for (std::size_t i = 0; i < std::size(cases); ++i) {
+            const ChunkCase& k = cases[i];
+            const ChunkShape& e = k.shape;
+            auto c = config_for(k.model, e.eig, 32 * k.heads, k.heads);
             c.conv_kernel = e.K;
             const Comparison r = compare(c, c, matmul, 1300 + i, e.B, e.T);
-            SCOPED_TRACE(std::string(to_string(matmul)) + " " + e.model + " eig " + to_string(e.eig) + " T " +
-                         std::to_string(e.T));
-            std::printf("%s chunks: %s eig %s conv %zu T %zu: logits %.2e, all gradients %.2e (sensitivity %.2e), worst "
-                        "%s %.2e\n",
-                        to_string(matmul), e.model, to_string(e.eig), e.K, e.T, r.logits, r.all_gradients,
+            SCOPED_TRACE(std::string(to_string(matmul)) + " " + k.model + " heads " + std::to_string(k.heads) + " eig " +
+                         to_string(e.eig) + " T " + std::to_string(e.T));
+            std::printf("%s chunks: %s heads %zu eig %s conv %zu T %zu: logits %.2e, all gradients %.2e (sensitivity "
+                        "%.2e), worst %s %.2e\n",
+                        to_string(matmul), k.model, k.heads, to_string(e.eig), e.K, e.T, r.logits, r.all_gradients,
                         r.tf32_condition, r.worst_tensor.c_str(), r.worst_gradient);
             expect_loose_bounds(r);
         }
@@ -594,7 +620,8 @@ TEST(CudaBackend, Bf16MatchesCpuReferenceWithPackedWords) {
     const Packed cases[] = {{"deltanet", true, {EigRange::signed_unit, 4, 24, 40}},
                             {"deltanet", true, {EigRange::unit, 4, 12, 40}, true},
                             {"deltanet", false, {EigRange::signed_unit, 4, 24, 40}},
-                            {"deltaproduct:2", true, {EigRange::unit, 4, 16, 33}}};
+                            {"deltaproduct:2", true, {EigRange::unit, 4, 16, 33}},
+                            {"deltaproduct:2", true, {EigRange::signed_unit, 8, 16, 33}}};
     for (std::size_t i = 0; i < std::size(cases); ++i) {
         const Packed& k = cases[i];
         const ChunkShape& e = k.shape;
@@ -608,10 +635,10 @@ TEST(CudaBackend, Bf16MatchesCpuReferenceWithPackedWords) {
             options.chunked = k.chunked;
             const CudaSession session = make_cuda_session(c, options);
             EXPECT_TRUE(cuda_packs_words(session, batch));
-            // the chunked cases (deltanet and deltaproduct:2 at head_dim 32) must run the chunked
-            // kernels (an H100 or H200 does)
+            // the chunked cases must run the chunked kernels (an H100 or H200 does); deltaproduct:2 with
+            // 8 taps steps token by token with chunks asked for (its plan must agree with its backward)
             chunks = cuda_runs_chunked(session);
-            ASSERT_EQ(chunks, k.chunked);
+            ASSERT_EQ(chunks, chunks_expected(c, k.chunked));
         }
         const Comparison r = compare(c, c, MatmulPrecision::bf16, 1400 + i, e.B, e.T, k.chunked, &batch);
         const Comparison padded = compare(c, c, MatmulPrecision::bf16, 1400 + i, e.B, e.T, k.chunked, &batch, false);

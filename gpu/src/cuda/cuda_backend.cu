@@ -1248,8 +1248,8 @@ bool cuda_runs_chunked(const CudaSession& session) {
     const ModelConfig& c = session.config;
     if (c.mixer == Mixer::mamba || c.mixer == Mixer::lstm) return false;
     on_device(session);
-    DeltaShape s{};
-    s.dh = c.head_dim(), s.F = c.factors, s.chunks = session.options.chunked;
+    DeltaShape s{};  // what delta_runs_in_chunks reads: deltaproduct:2 runs in chunks with at most 4 taps
+    s.dh = c.head_dim(), s.F = c.factors, s.K = c.conv_kernel, s.chunks = session.options.chunked;
     return delta_runs_in_chunks(s);
 }
 

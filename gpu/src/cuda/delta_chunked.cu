@@ -18,6 +18,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <stdexcept>
 #include <type_traits>
 
 #include "activations.cuh"
@@ -833,6 +834,8 @@ void dispatch(const DeltaShape& s, Launch f) {
     const auto with_factors = [&](auto taps) {
         if constexpr (decltype(taps)::value == 4)
             if (s.F == 2) return with_arithmetic(taps, std::integral_constant<int, 2>{});
+        // the callers ask delta_runs_in_chunks first: any other F here would take the wrong layout
+        if (s.F != 1) throw std::logic_error("delta_chunked: no chunked kernels for this factor count and taps");
         with_arithmetic(taps, std::integral_constant<int, 1>{});
     };
     conv_tap_length(s.K) == 4 ? with_factors(std::integral_constant<int, 4>{})
