@@ -7,7 +7,8 @@
 #   scripts/device-run.sh [tests] [sanitizer] [profile] [bench] [torch] [learn]   (default: all)
 # .devdeps/bin/bench_train_step.NAME (an earlier build, if carried) is benchmarked after the current one.
 # Environment: LEARN_STEPS (18000: ~29 s a run on an H100), LEARN_LRS ("1e-2"), LEARN_SEEDS ("1 2"),
-# LEARN_EIGS ("-1,1 0,1"), LEARN_MATMUL (tf32),
+# LEARN_EIGS ("-1,1 0,1"), LEARN_MATMUL (tf32), LEARN_MODEL (deltanet), LEARN_ARGS (more train options, e.g.
+# "--cuda-recurrences steps"),
 # NCU_METRICS (ncu --metrics). The learning defaults are those of docs/training.md's latest time to learn.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -80,10 +81,10 @@ if want learn; then
         # [0,1] is the control: the first learning rate is enough to show it stays at chance
         [ "$eig" = 0,1 ] && [ "$lr" != "${lrs[0]}" ] && continue
         dir=/tmp/learn/eig$eig-lr$lr-seed$seed
-        timeout 180 "$bin/statetrack" train --task zoo:parity --model deltanet --eig "$eig" --layers 2 --d-model 128 \
-          --heads 4 --batch 1024 --lr "$lr" --steps "$learn_steps" --seed "$seed" --train-len 3:40 --test-len 40:256 \
-          --eval-every 200 --eval-words 8 --device cuda --matmul "${LEARN_MATMUL:-tf32}" --quiet --out "$dir" \
-          >>"$out/learn.log" 2>&1
+        timeout 180 "$bin/statetrack" train --task zoo:parity --model "${LEARN_MODEL:-deltanet}" --eig "$eig" --layers 2 \
+          --d-model 128 --heads 4 --batch 1024 --lr "$lr" --steps "$learn_steps" --seed "$seed" --train-len 3:40 \
+          --test-len 40:256 --eval-every 200 --eval-words 8 --device cuda --matmul "${LEARN_MATMUL:-tf32}" \
+          ${LEARN_ARGS:-} --quiet --out "$dir" >>"$out/learn.log" 2>&1
         echo "eig $eig lr $lr seed $seed: exit $?" >>"$out/learn.log"
         python3 - "$dir" "$eig" "$lr" "$seed" <<'EOF' | tee -a "$out/run.log" >>"$out/learn.log"
 import json, sys
