@@ -224,12 +224,17 @@ template <int F>
 struct Factors {
     static_assert(F >= 1 && C % (2 * F) == 0, "C / F tokens a chunk, an even number of them (two warps)");
     static constexpr int tokens = C / F;    // a chunk's tokens
-    static constexpr int slots = 1 + 2 * F;  // the lane's columns
+    static constexpr int slots = int(delta_slots(F));  // the lane's columns
     __host__ __device__ static constexpr int k_slot(int j) { return 1 + j; }
     __host__ __device__ static constexpr int v_slot(int j) { return 1 + F + j; }
     // the tile row of factor j of the chunk's token i
     __host__ __device__ static constexpr int row(int i, int j) { return F * i + j; }
     __host__ __device__ static constexpr int q_row(int i) { return F * i + F - 1; }
+    // Zeroes the lane's column of Q's rows that hold no query (none where F = 1): nothing else writes them.
+    __device__ static void clear_rows_without_query(float* sq, int lane) {
+        for (int r = 0; r < C; ++r)
+            if (r % F != F - 1) sq[r * ld32 + lane] = 0;
+    }
 };
 
 template <int KT, int F, bool TRAIN, Arithmetic AR>
@@ -250,9 +255,7 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
     using Fs = Factors<F>;
     constexpr int TC = Fs::tokens;
     for (int i = lane; i < DH * ld32; i += 32) ss[i] = 0;
-    // the rows of Q that hold no query (F > 1) stay 0: steps 1 and 3 write only the others
-    for (int r = 0; r < C; ++r)
-        if (r % F != F - 1) sq[r * ld32 + lane] = 0;
+    Fs::clear_rows_without_query(sq, lane);  // steps 1 and 3 write only the others
     float halo[Fs::slots][KT - 1];  // the last KT - 1 rows of the chunk before, per column (zeros before the word)
 #pragma unroll
     for (int slot = 0; slot < Fs::slots; ++slot)
@@ -494,10 +497,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     }
     float* sdgain = tile + BackTiles::dgain + w * DH;  // this warp's, lane = column
     sdgain[lane] = 0;
-    // The rows of Q that hold no query (F > 1) stay 0 (step 1 writes only the others).
-    if (w == 0)
-        for (int r = 0; r < C; ++r)
-            if (r % F != F - 1) sq[r * ld32 + lane] = 0;
+    if (w == 0) Fs::clear_rows_without_query(sq, lane);  // step 1 writes only the others
     // The lane's conv columns: warp 0 takes q (column 0) and the F v's (columns 1 .. F), warp 1 the F
     // k's (columns 0 .. F - 1). Per column the gradient carried from the chunk after (tokens t0 + C /
     // F .. t0 + C / F + KT - 2) and the taps'.
@@ -852,7 +852,7 @@ bool backward_through_norm(const DeltaShape& s, const float* pre, const float* c
         launch_backward<decltype(taps)::value, decltype(factors)::value, Out, decltype(arithmetic)::value>(
             s, pre, conv, zbeta, u, final, on, dpre, ldo, partials.scratch, gain_partials.scratch, dzbeta, stream);
     });
-    partials.sums->push_back({partials.scratch, s.B, (1 + 2 * s.F) * s.H * DH * s.K, dconv});
+    partials.sums->push_back({partials.scratch, s.B, delta_slots(s.F) * s.H * DH * s.K, dconv});
     gain_partials.sums->push_back({gain_partials.scratch, s.B, s.H * DH, dgain});
     return true;
 }

@@ -215,6 +215,9 @@ void lstm_cell_backward(const float* z, const float* c, const float* dH, const f
 // an even number of heads; 8 with H a multiple of 4; 4 with H a multiple of 8). The chunked kernels
 // take a word a warp.
 inline bool recurrences_pack(std::size_t dh, std::size_t H) { return dh && 32 % dh == 0 && H % (32 / dh) == 0; }
+// A delta rule's convolved columns per (head, key index): q, and k and v of each of F factors (the
+// lanes' staged columns in recurrences.cu, their columns in delta_chunked.cu, the taps' partial sums).
+__host__ __device__ constexpr std::size_t delta_slots(std::size_t F) { return 1 + 2 * F; }
 
 struct DeltaShape {
     std::size_t B, T, H, dh, F;  // d = H * dh

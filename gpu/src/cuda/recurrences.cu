@@ -283,8 +283,8 @@ __device__ void write_tap_grads(const Conv& cv, const LaneArea& taps, std::size_
         for (int j = 0; j < cv.K; ++j) word[column(s) * std::size_t(cv.K) + j] = taps.at(s, std::size_t(KT - cv.K + j));
 }
 
-// The staged columns per lane: q, and k and v of each factor; the diagonal recurrence's q, k, v.
-__host__ __device__ constexpr std::size_t delta_slots(std::size_t F) { return 1 + 2 * F; }
+// The staged columns per lane: q, and k and v of each factor (delta_slots, kernels.cuh); the diagonal
+// recurrence's q, k, v.
 constexpr std::size_t diagonal_slots = 3;
 
 // Where one lane's columns are: slot 0 is q, slot 1 + 2 j is k of factor j, 2 + 2 j is v of factor j.
