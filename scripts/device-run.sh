@@ -40,7 +40,7 @@ if want sanitizer; then
   # the recurrences share shared-memory tiles within a warp, the fused products across a block's
   # warps: racecheck them (head dims 8 and 16; the products' kernel tests)
   note "compute-sanitizer racecheck"
-  timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 \
+  timeout 420 compute-sanitizer --tool racecheck --error-exitcode 9 \
     "$bin/test_gpu" --gtest_filter='CudaBackend.ComparisonCatches*:CudaBackend.Fp32MatchesCpuReferenceInChunks:CudaBackend.Fp32*PackedWords:CudaKernels.*' >"$out/racecheck.log" 2>&1
   echo "racecheck exit $?" | tee -a "$out/run.log"
   tail -2 "$out/racecheck.log" | tee -a "$out/run.log"

@@ -87,7 +87,10 @@ struct Plan {
 // lengths: the batch's word lengths in the workspace (null where only the sizes are asked).
 DeltaShape delta_shape(const Plan& p, const ModelConfig& c, bool chunks = true, const std::int32_t* lengths = nullptr,
                        const std::int32_t* offsets = nullptr, MatmulPrecision matmul = MatmulPrecision::fp32) {
-    const bool loose = matmul != MatmulPrecision::fp32;  // DeltaShape::loose_arithmetic
+    // DeltaShape::loose_arithmetic, for deltanet: deltaproduct:2 learned parity less often in chunks
+    // with it (7 of 29 runs against 14 of 29 step by step; with the exact arithmetic 6 of 12 against 7
+    // of 12: docs/training.md, 2026-11-27, sixteenth session), so its chunks stay exact
+    const bool loose = matmul != MatmulPrecision::fp32 && p.F == 1;
     return {p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale()), p.ldp, chunks, lengths, p.packed ? offsets : nullptr,
             loose};
 }
@@ -1063,7 +1066,15 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
     session.state->layout = parameter_layout(config, GateSlot::after_values);
     CudaSessionState& s = on_device(session);
     const std::size_t total = s.layout.total;  // the canonical total and the projections' padding rows
-    STATETRACK_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+    // The chain of input gradients ahead of the side stream's weight gradients (SideProducts): where
+    // both have blocks waiting, the chain's take the SMs first, and the weight gradients fill the gaps
+    // and tails it leaves. TF32 and bf16 steps -0.5 to -2.4% (H100). Not under --matmul fp32, whose
+    // weight gradients are long SIMT products: held back so, they ran past the chain's end (+8% at T =
+    // 40). The graphs keep the priority (cudaGraphInstantiateFlagUseNodePriority).
+    int least_priority = 0, greatest_priority = 0;
+    STATETRACK_CUDA(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
+    const int priority = options.matmul == MatmulPrecision::fp32 ? least_priority : greatest_priority;
+    STATETRACK_CUDA(cudaStreamCreateWithPriority(&s.stream, cudaStreamNonBlocking, priority));
     STATETRACK_BLAS(cublasCreate(&s.blas));
     STATETRACK_BLAS(cublasLtCreate(&s.lt));
     STATETRACK_BLAS(cublasSetStream(s.blas, s.stream));
@@ -1193,7 +1204,7 @@ void launch_step(const CudaSession& session, CudaSessionState& s, const Plan& p,
             }
             STATETRACK_CUDA(cudaStreamEndCapture(s.stream, &graph));
             Graph g;
-            const cudaError_t status = cudaGraphInstantiate(&g.exec, graph, 0);
+            const cudaError_t status = cudaGraphInstantiate(&g.exec, graph, cudaGraphInstantiateFlagUseNodePriority);
             cudaGraphDestroy(graph);
             STATETRACK_CUDA(status);
             found = s.graphs.emplace(shape, g).first;

@@ -822,14 +822,19 @@ void launch_backward(const DeltaShape& s, const float* pre, const float* conv, c
 }
 
 // f(taps, factors, arithmetic): the kernels' compile-time tap length KT, factor count F and Arithmetic
-// for shape s, as std::integral_constant values: F 1, or 2 with KT 4 (delta_runs_in_chunks; every
-// instance adds ~3 s of nvcc).
+// for shape s, as std::integral_constant values: F 1, or 2 with KT 4 and the exact arithmetic
+// (delta_runs_in_chunks; every instance adds ~3 s of nvcc).
 template <class Launch>
 void dispatch(const DeltaShape& s, Launch f) {
     using Exact = std::integral_constant<Arithmetic, Arithmetic::exact>;
     using Loose = std::integral_constant<Arithmetic, Arithmetic::loose>;
     const auto with_arithmetic = [&](auto taps, auto factors) {
-        s.loose_arithmetic ? f(taps, factors, Loose{}) : f(taps, factors, Exact{});
+        if constexpr (decltype(factors)::value == 1) {
+            s.loose_arithmetic ? f(taps, factors, Loose{}) : f(taps, factors, Exact{});
+        } else {  // deltaproduct:2 runs exact under every --matmul (delta_shape in cuda_backend.cu)
+            if (s.loose_arithmetic) throw std::logic_error("delta_chunked: deltaproduct:2 has no loose kernels");
+            f(taps, factors, Exact{});
+        }
     };
     const auto with_factors = [&](auto taps) {
         if constexpr (decltype(taps)::value == 4)

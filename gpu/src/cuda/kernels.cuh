@@ -241,7 +241,8 @@ struct DeltaShape {
     // --matmul tf32 and bf16, whose products round anyway: the chunked kernels take the SiLU's
     // exponential by __expf (within 2 ulp, the forward and the backward's recomputation alike) and
     // the backward's products into gradients on the TF32 tensor cores. The state's products are
-    // exact either way. false (--matmul fp32): the IEEE expf and FP64 products throughout.
+    // exact either way. false (--matmul fp32, and deltaproduct:2 under every --matmul): the IEEE expf
+    // and FP64 products throughout.
     bool loose_arithmetic = false;
 };
 // The delta rules with their inputs' short causal conv + SiLU fused in. pre: [N][ld], its first d +
