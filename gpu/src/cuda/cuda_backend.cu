@@ -88,8 +88,8 @@ struct Plan {
 DeltaShape delta_shape(const Plan& p, const ModelConfig& c, bool chunks = true, const std::int32_t* lengths = nullptr,
                        const std::int32_t* offsets = nullptr, MatmulPrecision matmul = MatmulPrecision::fp32) {
     // DeltaShape::loose_arithmetic, for deltanet: deltaproduct:2 learned parity less often in chunks
-    // with it (7 of 29 runs against 14 of 29 step by step; with the exact arithmetic 6 of 12 against 7
-    // of 12: docs/training.md, 2026-11-27, sixteenth session), so its chunks stay exact
+    // with it (7 of 29 runs against 14 of 29 step by step; with the exact arithmetic 8 of 19 against 10
+    // of 19: docs/training.md, 2026-11-27, sixteenth session), so its chunks stay exact
     const bool loose = matmul != MatmulPrecision::fp32 && p.F == 1;
     return {p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale()), p.ldp, chunks, lengths, p.packed ? offsets : nullptr,
             loose};
