@@ -87,9 +87,10 @@ struct Plan {
 // lengths: the batch's word lengths in the workspace (null where only the sizes are asked).
 DeltaShape delta_shape(const Plan& p, const ModelConfig& c, bool chunks = true, const std::int32_t* lengths = nullptr,
                        const std::int32_t* offsets = nullptr, MatmulPrecision matmul = MatmulPrecision::fp32) {
-    // DeltaShape::loose_arithmetic, for deltanet: deltaproduct:2 learned parity less often in chunks
-    // with it (7 of 29 runs against 14 of 29 step by step; with the exact arithmetic 8 of 19 against 10
-    // of 19: docs/training.md, 2026-11-27, sixteenth session), so its chunks stay exact
+    // DeltaShape::loose_arithmetic, with one factor a token (deltanet): deltaproduct:2 learned parity
+    // less often in chunks with it (7 of 29 runs against 14 of 29 step by step; with the exact
+    // arithmetic 8 of 19 against 10 of 19: docs/training.md, 2026-11-27, sixteenth session), so its
+    // chunks stay exact
     const bool loose = matmul != MatmulPrecision::fp32 && p.F == 1;
     return {p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale()), p.ldp, chunks, lengths, p.packed ? offsets : nullptr,
             loose};
@@ -1068,7 +1069,7 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
     const std::size_t total = s.layout.total;  // the canonical total and the projections' padding rows
     // The chain of input gradients ahead of the side stream's weight gradients (SideProducts): where
     // both have blocks waiting, the chain's take the SMs first, and the weight gradients fill the gaps
-    // and tails it leaves. TF32 and bf16 steps -0.5 to -2.4% (H100). Not under --matmul fp32, whose
+    // and tails it leaves. TF32 and bf16 steps 0 to -1.5% (H100). Not under --matmul fp32, whose
     // weight gradients are long SIMT products: held back so, they ran past the chain's end (+8% at T =
     // 40). The graphs keep the priority (cudaGraphInstantiateFlagUseNodePriority).
     int least_priority = 0, greatest_priority = 0;

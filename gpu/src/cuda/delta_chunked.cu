@@ -14,7 +14,8 @@
 // (lane c keeps column c). The products take fp32 operands, exact in double, and sum in double: the
 // recurrent state stays fp32 as the issue asks, whatever --matmul says. Where --matmul is tf32 or bf16
 // the backward's products into gradients go on the TF32 tensor cores, and the SiLU's exponential is
-// __expf's (Arithmetic::loose).
+// __expf's (Arithmetic::loose), with one factor a token only: deltaproduct:2 runs exact throughout
+// (DeltaShape::loose_arithmetic).
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -155,7 +156,8 @@ __device__ void gradient_product(float (&d)[NT][4], AT A, BT B, int g, int q) {
 
 // SiLU with a fast division (2 ulp) where the IEEE one takes ~10 instructions, and its gradient with
 // __expf as well (within 2 + 1.2 |z| ulp where the IEEE expf takes ~6 more; past z < -87 both give 0,
-// as the limit is). The values keep the IEEE expf under Arithmetic::exact (--matmul fp32): with
+// as the limit is). The values keep the IEEE expf under Arithmetic::exact (--matmul fp32, and
+// deltaproduct:2 under every --matmul): with
 // __expf there the chunks test's errors doubled on one instance (all gradients 3.0e-6 -> 6.0e-6).
 // Under loose, where TF32 or bf16 products round far more around them, they take __expf too: the
 // forward 505 -> 453 us a layer at T = 256 (H100, ncu; docs/PERFORMANCE.md, 2026-11-27, fourteenth
