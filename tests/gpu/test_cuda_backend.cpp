@@ -116,6 +116,27 @@ double rounding_sensitivity(const ModelConfig& c, const ParameterLayout& layout,
     return std::sqrt(diff / norm);
 }
 
+// One pass of a fresh device session on weights w: the logits of a forward (poisoned first), then
+// the loss and every gradient of a training pass, and whether the session took the chunked delta rule.
+struct DeviceRun {
+    std::vector<float> logits, gradients;
+    double loss = 0;
+    bool chunked = false;
+};
+DeviceRun run_on_device(const ModelConfig& c, const CudaOptions& options, const std::vector<float>& w,
+                        const Batch& batch) {
+    CudaSession session = make_cuda_session(c, options);
+    upload_parameters(session, w);
+    DeviceRun r;
+    r.chunked = cuda_runs_chunked(session);
+    r.logits.assign(batch.batch * batch.length * c.classes, NAN);
+    cuda_forward(session, batch, r.logits);
+    r.loss = cuda_loss_and_gradient(session, batch);
+    r.gradients.assign(parameter_layout(c).total, NAN);
+    download_gradients(session, r.gradients);
+    return r;
+}
+
 struct Comparison {
     double logits = 0, loss = 0, worst_gradient = 0, all_gradients = 0;
     double cpu32_worst_gradient = 0;  // the CPU reference's own fp32 path, tensor by tensor, at its worst
@@ -147,14 +168,11 @@ Comparison compare(const ModelConfig& cpu_config, const ModelConfig& gpu_config,
 
     CudaOptions options{matmul, false, true};
     options.chunked = chunked, options.packed = packed;
-    CudaSession session = make_cuda_session(gpu_config, options);
     const std::vector<float> wf(w.begin(), w.end());
-    upload_parameters(session, wf);
-    std::vector<float> got_logits(ref_logits.size(), NAN);
-    cuda_forward(session, batch, got_logits);
-    const double loss = cuda_loss_and_gradient(session, batch);
-    std::vector<float> grads(layout.total, NAN);
-    download_gradients(session, grads);
+    DeviceRun device = run_on_device(gpu_config, options, wf, batch);
+    const std::vector<float>& got_logits = device.logits;
+    const double loss = device.loss;
+    std::vector<float>& grads = device.gradients;
 
     // the CPU reference in fp32, for the rounding level of fp32 itself
     Workspace<float> ws32;
@@ -498,21 +516,15 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceStepByStepAtHeadDim32) {
         return std::vector<float>(w64.begin(), w64.end());
     }();
     const Batch batch = random_batch(3, 40, c.vocab, c.classes, 1210);
-    std::vector<float> grads[2];
-    bool chunked_runs = false;
+    DeviceRun runs[2];
     for (const bool chunked : {true, false}) {
         CudaOptions options{MatmulPrecision::fp32, false, false};
         options.chunked = chunked;
-        CudaSession session = make_cuda_session(c, options);
-        if (chunked) chunked_runs = cuda_runs_chunked(session);
-        else EXPECT_FALSE(cuda_runs_chunked(session));
-        upload_parameters(session, w);
-        cuda_loss_and_gradient(session, batch);
-        grads[chunked].assign(layout.total, NAN);
-        download_gradients(session, grads[chunked]);
+        runs[chunked] = run_on_device(c, options, w, batch);
     }
-    if (chunked_runs) EXPECT_GT(bitwise_differences(grads[0], grads[1]), 0u);
-    else EXPECT_EQ(bitwise_differences(grads[0], grads[1]), 0u);
+    EXPECT_FALSE(runs[0].chunked);
+    if (runs[1].chunked) EXPECT_GT(bitwise_differences(runs[0].gradients, runs[1].gradients), 0u);
+    else EXPECT_EQ(bitwise_differences(runs[0].gradients, runs[1].gradients), 0u);
 }
 
 // A NaN weight in layer 0's key projection makes every key of head 0 NaN: the CPU reference's logits
@@ -619,13 +631,9 @@ TEST(CudaBackend, DeltaProductChunksKeepExactArithmetic) {
         auto gradients = [&](bool chunked) {
             CudaOptions options{MatmulPrecision::tf32, false, true};
             options.chunked = chunked;
-            CudaSession session = make_cuda_session(c, options);
-            EXPECT_EQ(cuda_runs_chunked(session), chunks_expected(c, chunked)) << models[m];
-            upload_parameters(session, w);
-            cuda_loss_and_gradient(session, batch);
-            std::vector<float> g(layout.total, NAN);
-            download_gradients(session, g);
-            return g;
+            DeviceRun r = run_on_device(c, options, w, batch);
+            EXPECT_EQ(r.chunked, chunks_expected(c, chunked)) << models[m];
+            return r.gradients;
         };
         const std::vector<float> chunks = gradients(true), steps = gradients(false);
         for (const auto& t : layout.tensors)
@@ -755,24 +763,18 @@ TEST(CudaBackend, Bf16FusedProductsMatchCublasOnManyRows) {
     const auto layout = parameter_layout(c);
     const std::vector<float> w = random_float_params(layout, 931);
     const Batch batch = random_batch(B, T, c.vocab, c.classes, 932);
-    std::vector<float> logits[2], grads[2];
-    double loss[2];
+    DeviceRun runs[2];
     for (int fused = 0; fused < 2; ++fused) {
         CudaOptions options{MatmulPrecision::bf16, false, true};
         options.packed = false, options.fused_products = fused == 1;
-        CudaSession session = make_cuda_session(c, options);
-        upload_parameters(session, w);
-        cuda_forward(session, batch, logits[fused]);
-        loss[fused] = cuda_loss_and_gradient(session, batch);
-        grads[fused].assign(layout.total, NAN);
-        download_gradients(session, grads[fused]);
+        runs[fused] = run_on_device(c, options, w, batch);
     }
-    const double logit_diff = relative_error(logits[1], logits[0], 0, logits[0].size());
+    const double logit_diff = relative_error(runs[1].logits, runs[0].logits, 0, runs[0].logits.size());
     EXPECT_LT(logit_diff, 1e-3);
-    EXPECT_LT(std::abs(loss[1] - loss[0]) / std::abs(loss[0]), 1e-3);
+    EXPECT_LT(std::abs(runs[1].loss - runs[0].loss) / std::abs(runs[0].loss), 1e-3);
     double worst = 0;
     for (const auto& t : layout.tensors) {
-        const double diff = relative_error(grads[1], grads[0], t.offset, t.offset + t.size());
+        const double diff = relative_error(runs[1].gradients, runs[0].gradients, t.offset, t.offset + t.size());
         worst = std::max(worst, diff);
         EXPECT_LT(diff, 2e-2) << t.name;
     }

@@ -216,6 +216,36 @@ __device__ std::size_t chunked_steps(const DeltaShape& s, std::size_t b) {
     return s.offsets ? std::size_t(__ldg(s.lengths + b)) : s.T;
 }
 
+// One column of pre, tokens t0 - KT + 1 .. t0 + TC - 1 of a word into x (zeros before the word and
+// from token t0 + len on), `column` pointing at the column's entry in row t0. Inside the word (every
+// chunk but the first and the last) the address steps by ld through an opaque asm: with a bounds test
+// and a 64-bit address per row, this took ~700 integer instructions a chunk in the backward (SASS,
+// H200), and written as pre + (n0 + t0 + i) ld + ..., the compiler kept 48 precomputed addresses
+// across the forward's chunks (spilled) and paid ~10 instructions a load.
+template <int KT, int TC>
+__device__ void load_conv_rows(const float* column, std::size_t ld, std::size_t t0, int len, float (&x)[TC + KT - 1]) {
+    const float* src = column;
+    if (t0 >= KT - 1 && len == TC) {
+        src -= (KT - 1) * ld;
+#pragma unroll
+        for (int i = 0; i < TC + KT - 1; ++i) {
+            x[i] = __ldg(src);
+            src += ld;
+            asm("" : "+l"(src));
+        }
+    } else {  // the same, reading only the rows inside the word (the pointer passes its ends)
+        const int first = -min(int(t0), KT - 1);
+        src -= (KT - 1) * ld;
+#pragma unroll
+        for (int i = 0; i < TC + KT - 1; ++i) {
+            const int t = i - (KT - 1);  // row t0 + t
+            x[i] = t >= first && t < len ? __ldg(src) : 0.0f;
+            src += ld;
+            asm("" : "+l"(src));
+        }
+    }
+}
+
 // F factors a token (deltaproduct:F; deltanet F = 1): the factors are the delta rule's steps, F per
 // token, so a chunk's C rows are C / F tokens' factors, row F i + j token i's factor j, and the
 // chunk's formulas above hold as they are. The query of token i sits on row F i + F - 1 (its output
@@ -232,6 +262,14 @@ struct Factors {
     // the tile row of factor j of the chunk's token i
     __host__ __device__ static constexpr int row(int i, int j) { return F * i + j; }
     __host__ __device__ static constexpr int q_row(int i) { return F * i + F - 1; }
+    // The backward's conv columns: warp 0 takes q (its column 0) and the F v's (its columns 1 .. F),
+    // warp 1 the F k's (its columns 0 .. F - 1); warp w's column m is pre's slot backward_slot(w, m),
+    // its rows in the tiles those of factor backward_factor(w, m) (q on each token's last row).
+    __host__ __device__ static constexpr int backward_columns(int w) { return w == 0 ? 1 + F : F; }
+    __host__ __device__ static constexpr int backward_slot(int w, int m) {
+        return w == 1 ? k_slot(m) : m == 0 ? 0 : v_slot(m - 1);
+    }
+    __host__ __device__ static constexpr int backward_factor(int w, int m) { return w == 1 ? m : m == 0 ? F - 1 : m - 1; }
     // Zeroes the lane's column of Q's rows that hold no query (none where F = 1): nothing else writes them.
     __device__ static void clear_rows_without_query(float* sq, int lane) {
         for (int r = 0; r < C; ++r)
@@ -500,9 +538,8 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     float* sdgain = tile + BackTiles::dgain + w * DH;  // this warp's, lane = column
     sdgain[lane] = 0;
     if (w == 0) Fs::clear_rows_without_query(sq, lane);  // step 1 writes only the others
-    // The lane's conv columns: warp 0 takes q (column 0) and the F v's (columns 1 .. F), warp 1 the F
-    // k's (columns 0 .. F - 1). Per column the gradient carried from the chunk after (tokens t0 + C /
-    // F .. t0 + C / F + KT - 2) and the taps'.
+    // Per conv column of this warp (Factors::backward_slot) the gradient carried from the chunk after
+    // (tokens t0 + C / F .. t0 + C / F + KT - 2) and the taps'.
     float carry[1 + F][KT - 1], taps[1 + F][KT];
 #pragma unroll
     for (int m = 0; m < 1 + F; ++m) {
@@ -518,26 +555,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     // address steps by ld through an opaque asm, as in the forward: with a bounds test and a 64-bit
     // address per row, this phase took ~700 integer instructions per chunk (SASS, H200).
     auto load_rows = [&](int slot, std::size_t t0, int len, float (&x)[TC + KT - 1]) {
-        const float* src = pre + (n0 + t0) * ld + slot * d + h * DH + lane;  // row t0
-        if (t0 >= KT - 1 && len == TC) {
-            src -= (KT - 1) * ld;
-#pragma unroll
-            for (int i = 0; i < TC + KT - 1; ++i) {
-                x[i] = __ldg(src);
-                src += ld;
-                asm("" : "+l"(src));
-            }
-        } else {  // the same, reading only the rows inside the word (the pointer passes its ends)
-            const int first = -min(int(t0), KT - 1);
-            src -= (KT - 1) * ld;
-#pragma unroll
-            for (int i = 0; i < TC + KT - 1; ++i) {
-                const int t = i - (KT - 1);  // row t0 + t
-                x[i] = t >= first && t < len ? __ldg(src) : 0.0f;
-                src += ld;
-                asm("" : "+l"(src));
-            }
-        }
+        load_conv_rows<KT, TC>(pre + (n0 + t0) * ld + slot * d + h * DH + lane, ld, t0, len, x);
     };
     // Back through the SiLU and the conv for one of the lane's columns (m: its index among the lane's
     // columns), grad the gradient of the SiLU outputs (token i's on tile row F i + factor): the gradient
@@ -601,10 +619,10 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         {
             float* dst = w == 0 ? sq : sk;
 #pragma unroll
-            for (int j = 0; j < F; ++j) {  // warp 0 its one column (q), warp 1 the F k's
-                if (w == 0 && j > 0) break;
+            for (int m = 0; m < F; ++m) {  // warp 0 its column 0 (q), warp 1 its F columns (the k's)
+                if (w == 0 && m > 0) break;
                 float x[TC + KT - 1], tw[KT];
-                const int slot = w == 0 ? 0 : Fs::k_slot(j), factor = w == 0 ? F - 1 : j;
+                const int slot = Fs::backward_slot(w, m), factor = Fs::backward_factor(w, m);
                 load_rows(slot, t0, len, x);
                 load_taps(slot, tw);
 #pragma unroll
@@ -779,12 +797,13 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         // block zeroes the rows' columns past the logits (from d + 2 F d + F H to ldo, the padding up
         // to projection_rows: the bf16 input gradient of the projections sums over them; in fp32
         // nothing reads them).
-        conv_backward(w == 0 ? 0 : Fs::k_slot(0), w == 0 ? sgo : sk, w == 0 ? F - 1 : 0, t0, len, carry[0], taps[0]);
+        // the SiLU outputs' gradients: dq in sgo, dk in sk, dv = dR in sdr (column 0 of both warps first)
+        conv_backward(Fs::backward_slot(w, 0), w == 0 ? sgo : sk, Fs::backward_factor(w, 0), t0, len, carry[0], taps[0]);
 #pragma unroll
-        for (int m = 1; m < 1 + F; ++m)  // warp 0: v of factor m - 1; warp 1: k of factor m
-            if (w == 0 || m < F)
-                conv_backward(w == 0 ? Fs::v_slot(m - 1) : Fs::k_slot(m), w == 0 ? sdr : sk, w == 0 ? m - 1 : m, t0,
-                              len, carry[m], taps[m]);
+        for (int m = 1; m < 1 + F; ++m)
+            if (m < Fs::backward_columns(w))
+                conv_backward(Fs::backward_slot(w, m), w == 0 ? sdr : sk, Fs::backward_factor(w, m), t0, len, carry[m],
+                              taps[m]);
         if (w == 1 && lane < rows_in) {
             const float sgm = sigmoidf(zb), db = (sdbeta_w[lane] + sdbeta_w[C + lane]) + sdbeta_l[lane];
             Out* row = dzbeta + (n0 + t0 + lane / F) * ldo;  // the row's token
@@ -800,10 +819,10 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         for (int j = 0; j < KT; ++j)
             if (j >= pad) out[j - pad] = tp[j];
     };
-    write_taps(w == 0 ? 0 : Fs::k_slot(0), taps[0]);
+    write_taps(Fs::backward_slot(w, 0), taps[0]);
 #pragma unroll
     for (int m = 1; m < 1 + F; ++m)
-        if (w == 0 || m < F) write_taps(w == 0 ? Fs::v_slot(m - 1) : Fs::k_slot(m), taps[m]);
+        if (m < Fs::backward_columns(w)) write_taps(Fs::backward_slot(w, m), taps[m]);
     // the output norm's gain gradient of word b and head h into its partial sums, [b][d]
     __syncthreads();
     if (w == 0) {
