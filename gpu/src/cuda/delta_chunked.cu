@@ -296,11 +296,6 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
     constexpr int TC = Fs::tokens;
     for (int i = lane; i < DH * ld32; i += 32) ss[i] = 0;
     Fs::clear_rows_without_query(sq, lane);  // steps 1 and 3 write only the others
-    float halo[Fs::slots][KT - 1];  // the last KT - 1 rows of the chunk before, per column (zeros before the word)
-#pragma unroll
-    for (int slot = 0; slot < Fs::slots; ++slot)
-#pragma unroll
-        for (int j = 0; j + 1 < KT; ++j) halo[slot][j] = 0;
 
     for (std::size_t t0 = 0; t0 < steps; t0 += TC) {  // t0: the chunk's first token
         const int len = int(min(std::size_t(TC), steps - t0));  // its tokens inside the word
@@ -308,25 +303,14 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
         // row `lane`'s beta logit: token lane / F, factor lane % F (zbeta's column (lane % F) H + h)
         const float zb = lane < rows_in ? zbeta[(n0 + t0 + lane / F) * ld + (lane % F) * H + h] : 0.0f;
         __syncwarp();  // the previous chunk is done with every tile
-        // 1. Conv + SiLU of the lane's 1 + 2 F columns into Q, K, V, one column at a time: the tokens
-        // t0 .. t0 + C / F - 1 before the conv (zeros past the word; a warp reads 128 contiguous bytes
-        // per token) after the KT - 1 tokens kept from the chunk before (zeros before the word).
-        // Each load's address steps from the one before: written as pre + (n0 + t0 + i) ld + ..., the
-        // compiler kept 48 precomputed 64-bit addresses across chunks (spilled) and paid ~10 instructions a
-        // load; the empty asm makes each step opaque, so that nothing is hoisted.
-        const float* rows = pre + (n0 + t0) * ld + h * DH + lane;
+        // 1. Conv + SiLU of the lane's 1 + 2 F columns into Q, K, V, one column at a time: the chunk's
+        // tokens and the KT - 1 before them (zeros before and past the word; a warp reads 128 contiguous
+        // bytes a token), as the backward reads them. Keeping the KT - 1 rows in registers from the
+        // chunk before instead made deltaproduct:2's forward spill 60-68 bytes (its 5 columns).
 #pragma unroll
         for (int slot = 0; slot < Fs::slots; ++slot) {
             float x[TC + KT - 1];  // x[i]: the column at token t0 - KT + 1 + i
-#pragma unroll
-            for (int j = 0; j + 1 < KT; ++j) x[j] = halo[slot][j];
-            const float* src = rows + slot * d;
-#pragma unroll
-            for (int i = 0; i < TC; ++i) {
-                x[KT - 1 + i] = i < len ? __ldg(src) : 0.0f;
-                src += ld;
-                asm("" : "+l"(src));
-            }
+            load_conv_rows<KT, TC>(pre + (n0 + t0) * ld + slot * d + h * DH + lane, ld, t0, len, x);
             // the column's taps, read each chunk (L1-cached): 3 KT registers held throughout spilled
             float w[KT];
             load_conv_taps(conv, slot * d + h * DH + lane, s.K, w);
@@ -335,8 +319,6 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
             float* dst = slot == 0 ? sq : slot <= F ? sk : sv;
 #pragma unroll
             for (int i = 0; i < TC; ++i) dst[Fs::row(i, factor) * ld32 + lane] = silu_fast<AR>(conv_sum(w, x, i));
-#pragma unroll
-            for (int j = 0; j + 1 < KT; ++j) halo[slot][j] = x[TC + j];
         }
         // 2. The gates; rows past the word get beta 0: they add nothing to S (their outputs are not
         // written).
