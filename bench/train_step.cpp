@@ -47,6 +47,7 @@ struct Shape {
     bool graphs = true;
     std::size_t shortest = 0;  // words of lengths shortest..T (the first T long), as in training; 0: all T
     bool packed = true;        // CudaOptions::packed: such words' steps on their rows only
+    bool chunked = true;       // CudaOptions::chunked: the delta rules in chunks where they run so
 };
 
 nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
@@ -57,7 +58,7 @@ nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
     validate(c);
     const std::size_t before = cuda_device_bytes_in_use();
     CudaOptions options{s.matmul, s.graphs, false};
-    options.packed = s.packed;
+    options.packed = s.packed, options.chunked = s.chunked;
     CudaSession session = make_cuda_session(c, options);
     const auto layout = parameter_layout(c);
     std::vector<float> w(layout.total);
@@ -89,7 +90,7 @@ nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
             {"heads", 4},           {"batch", B},
             {"T", s.T},             {"matmul", to_string(s.matmul)},
             {"graphs", s.graphs},   {"shortest", s.shortest ? s.shortest : s.T},
-            {"packed", cuda_packs_words(session, batches[0])},
+            {"packed", cuda_packs_words(session, batches[0])}, {"chunked", cuda_runs_chunked(session)},
             {"ms_per_step", ms},    {"tokens_per_s", double(B * s.T) / (ms * 1e-3)},
             {"ms_per_step_pipelined", ms_pipelined},
             {"session_mib", double(cuda_session_bytes(session)) / double(1 << 20)},
@@ -262,6 +263,13 @@ int main(int argc, char** argv) {
         // deltanet packs such words (cuda_packs_words): the same batches on the padded rows, and with bf16 products
         shapes.push_back({"deltanet, 3-40, padded", "deltanet", 2, 40, 2, 2, MatmulPrecision::tf32, true, 3, false});
         shapes.push_back({"deltanet, 3-40, bf16", "deltanet", 2, 40, 2, 2, MatmulPrecision::bf16, true, 3});
+        // deltaproduct:4 (four factors a token) in chunks and token by token
+        for (const bool chunked : {true, false}) {
+            const std::string name = chunked ? "deltaproduct:4" : "deltaproduct:4 steps";
+            for (std::size_t T : {40, 256})
+                shapes.push_back({name, "deltaproduct:4", 2, T, 2, 2, MatmulPrecision::tf32, true, 0, true, chunked});
+            shapes.push_back({name + ", 3-40", "deltaproduct:4", 2, 40, 2, 2, MatmulPrecision::tf32, true, 3, true, chunked});
+        }
         // ms/step: the median of single steps, each waited for; pipelined: steps back to back, as training
         // runs them (the next begun while one runs). session MiB: what the session allocated (exact);
         // device MiB: the growth of the GPU's memory in use (cudaMemGetInfo: cuBLAS's and the graphs'

@@ -1,5 +1,5 @@
 // The delta rule in chunks of C steps, its products on the FP64 tensor cores (head_dim 32: deltanet
-// at the paper's sizes, and deltaproduct:2, whose two factors a token are two steps: Factors below):
+// at the paper's sizes, and deltaproduct:2 and :4, whose factors a token are steps: Factors below):
 // the forward, and the backward in one reverse pass over the chunks. recurrences.cu steps the state
 // one token at a time: each step is a chain of group reductions, and ncu counted ~580 instructions per
 // warp and token there, most of them staging, conv, norms and index work (docs/PERFORMANCE.md,
@@ -14,8 +14,8 @@
 // (lane c keeps column c). The products take fp32 operands, exact in double, and sum in double: the
 // recurrent state stays fp32 as the issue asks, whatever --matmul says. Where --matmul is tf32 or bf16
 // the backward's products into gradients go on the TF32 tensor cores, and the SiLU's exponential is
-// __expf's (Arithmetic::loose), with one factor a token only: deltaproduct:2 runs exact throughout
-// (DeltaShape::loose_arithmetic).
+// __expf's (Arithmetic::loose), with one factor a token only: deltaproduct:2 and :4 run exact
+// throughout (DeltaShape::loose_arithmetic).
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -307,8 +307,7 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
         // tokens and the KT - 1 before them (zeros before and past the word; a warp reads 128 contiguous
         // bytes a token), as the backward reads them. Keeping the KT - 1 rows in registers from the
         // chunk before instead made deltaproduct:2's forward spill 60-68 bytes (its 5 columns).
-#pragma unroll
-        for (int slot = 0; slot < Fs::slots; ++slot) {
+        auto conv_column = [&](int slot) {
             float x[TC + KT - 1];  // x[i]: the column at token t0 - KT + 1 + i
             load_conv_rows<KT, TC>(pre + (n0 + t0) * ld + slot * d + h * DH + lane, ld, t0, len, x);
             // the column's taps, read each chunk (L1-cached): 3 KT registers held throughout spilled
@@ -319,6 +318,13 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
             float* dst = slot == 0 ? sq : slot <= F ? sk : sv;
 #pragma unroll
             for (int i = 0; i < TC; ++i) dst[Fs::row(i, factor) * ld32 + lane] = silu_fast<AR>(conv_sum(w, x, i));
+        };
+        if constexpr (F <= 2) {
+#pragma unroll
+            for (int slot = 0; slot < Fs::slots; ++slot) conv_column(slot);
+        } else {  // 9 columns unrolled: 100-136 bytes of spills at F = 4
+#pragma unroll 1
+            for (int slot = 0; slot < Fs::slots; ++slot) conv_column(slot);
         }
         // 2. The gates; rows past the word get beta 0: they add nothing to S (their outputs are not
         // written).
@@ -600,9 +606,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         // and dO here). u and dO, half the rows each; beta. dO comes through the output norm (below).
         {
             float* dst = w == 0 ? sq : sk;
-#pragma unroll
-            for (int m = 0; m < F; ++m) {  // warp 0 its column 0 (q), warp 1 its F columns (the k's)
-                if (w == 0 && m > 0) break;
+            auto conv_column = [&](int m) {
                 float x[TC + KT - 1], tw[KT];
                 const int slot = Fs::backward_slot(w, m), factor = Fs::backward_factor(w, m);
                 load_rows(slot, t0, len, x);
@@ -610,6 +614,17 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
 #pragma unroll
                 for (int i = 0; i < TC; ++i)
                     dst[Fs::row(i, factor) * ld32 + lane] = i < len ? silu_fast<AR>(conv_sum(tw, x, i)) : 0.0f;
+            };
+            // warp 0 its column 0 (q), warp 1 its F columns (the k's)
+            if constexpr (F <= 2) {
+#pragma unroll
+                for (int m = 0; m < F; ++m) {
+                    if (w == 0 && m > 0) break;
+                    conv_column(m);
+                }
+            } else {  // as the forward's columns
+#pragma unroll 1
+                for (int m = 0; m < (w == 0 ? 1 : F); ++m) conv_column(m);
             }
             __syncwarp();
             float* rinv = snorm + (w == 0 ? C : 0);
@@ -780,12 +795,20 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         // to projection_rows: the bf16 input gradient of the projections sums over them; in fp32
         // nothing reads them).
         // the SiLU outputs' gradients: dq in sgo, dk in sk, dv = dR in sdr (column 0 of both warps first)
-        conv_backward(Fs::backward_slot(w, 0), w == 0 ? sgo : sk, Fs::backward_factor(w, 0), t0, len, carry[0], taps[0]);
+        if constexpr (F <= 2) {
+            conv_backward(Fs::backward_slot(w, 0), w == 0 ? sgo : sk, Fs::backward_factor(w, 0), t0, len, carry[0],
+                          taps[0]);
 #pragma unroll
-        for (int m = 1; m < 1 + F; ++m)
-            if (m < Fs::backward_columns(w))
-                conv_backward(Fs::backward_slot(w, m), w == 0 ? sdr : sk, Fs::backward_factor(w, m), t0, len, carry[m],
-                              taps[m]);
+            for (int m = 1; m < 1 + F; ++m)
+                if (m < Fs::backward_columns(w))
+                    conv_backward(Fs::backward_slot(w, m), w == 0 ? sdr : sk, Fs::backward_factor(w, m), t0, len,
+                                  carry[m], taps[m]);
+        } else {  // one column at a time, carry and taps in local memory (unrolled: 240 bytes of spills at F = 4)
+#pragma unroll 1
+            for (int m = 0; m < Fs::backward_columns(w); ++m)
+                conv_backward(Fs::backward_slot(w, m), w == 1 ? sk : m == 0 ? sgo : sdr, Fs::backward_factor(w, m), t0,
+                              len, carry[m], taps[m]);
+        }
         if (w == 1 && lane < rows_in) {
             const float sgm = sigmoidf(zb), db = (sdbeta_w[lane] + sdbeta_w[C + lane]) + sdbeta_l[lane];
             Out* row = dzbeta + (n0 + t0 + lane / F) * ldo;  // the row's token
@@ -825,7 +848,7 @@ void launch_backward(const DeltaShape& s, const float* pre, const float* conv, c
 }
 
 // f(taps, factors, arithmetic): the kernels' compile-time tap length KT, factor count F and Arithmetic
-// for shape s, as std::integral_constant values: F 1, or 2 with KT 4 and the exact arithmetic
+// for shape s, as std::integral_constant values: F 1, or 2 or 4 with KT 4 and the exact arithmetic
 // (delta_runs_in_chunks; every instance adds ~3 s of nvcc).
 template <class Launch>
 void dispatch(const DeltaShape& s, Launch f) {
@@ -834,14 +857,16 @@ void dispatch(const DeltaShape& s, Launch f) {
     const auto with_arithmetic = [&](auto taps, auto factors) {
         if constexpr (decltype(factors)::value == 1) {
             s.loose_arithmetic ? f(taps, factors, Loose{}) : f(taps, factors, Exact{});
-        } else {  // deltaproduct:2 runs exact under every --matmul (delta_shape in cuda_backend.cu)
-            if (s.loose_arithmetic) throw std::logic_error("delta_chunked: deltaproduct:2 has no loose kernels");
+        } else {  // deltaproduct:2 and :4 run exact under every --matmul (delta_shape in cuda_backend.cu)
+            if (s.loose_arithmetic) throw std::logic_error("delta_chunked: deltaproduct:F has no loose kernels");
             f(taps, factors, Exact{});
         }
     };
     const auto with_factors = [&](auto taps) {
         if constexpr (decltype(taps)::value == 4)
             if (s.F == 2) return with_arithmetic(taps, std::integral_constant<int, 2>{});
+        if constexpr (decltype(taps)::value == 4)
+            if (s.F == 4) return with_arithmetic(taps, std::integral_constant<int, 4>{});
         // the callers ask delta_runs_in_chunks first: any other F here would take the wrong layout
         if (s.F != 1) throw std::logic_error("delta_chunked: no chunked kernels for this factor count and taps");
         with_arithmetic(taps, std::integral_constant<int, 1>{});
@@ -892,7 +917,7 @@ bool chunked_kernels_run() {
 }  // namespace
 
 bool delta_runs_in_chunks(const DeltaShape& s) {
-    return s.chunks && (s.F == 1 || (s.F == 2 && s.K <= 4)) && s.dh == DH && chunked_kernels_run();
+    return s.chunks && (s.F == 1 || ((s.F == 2 || s.F == 4) && s.K <= 4)) && s.dh == DH && chunked_kernels_run();
 }
 
 bool delta_forward_in_chunks(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o,
