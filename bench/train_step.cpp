@@ -263,13 +263,13 @@ int main(int argc, char** argv) {
         // deltanet packs such words (cuda_packs_words): the same batches on the padded rows, and with bf16 products
         shapes.push_back({"deltanet, 3-40, padded", "deltanet", 2, 40, 2, 2, MatmulPrecision::tf32, true, 3, false});
         shapes.push_back({"deltanet, 3-40, bf16", "deltanet", 2, 40, 2, 2, MatmulPrecision::bf16, true, 3});
-        // deltaproduct:4 (four factors a token) in chunks and token by token
-        for (const bool chunked : {true, false}) {
-            const std::string name = chunked ? "deltaproduct:4" : "deltaproduct:4 steps";
-            for (std::size_t T : {40, 256})
-                shapes.push_back({name, "deltaproduct:4", 2, T, 2, 2, MatmulPrecision::tf32, true, 0, true, chunked});
-            shapes.push_back({name + ", 3-40", "deltaproduct:4", 2, 40, 2, 2, MatmulPrecision::tf32, true, 3, true, chunked});
-        }
+        // deltaproduct:3 and :4 (three and four factors a token) in chunks and token by token
+        for (const char* model : {"deltaproduct:3", "deltaproduct:4"})
+            for (const bool chunked : {true, false}) {
+                const std::string name = std::string(model) + (chunked ? "" : " steps");
+                shapes.push_back({name, model, 2, 256, 2, 2, MatmulPrecision::tf32, true, 0, true, chunked});
+                shapes.push_back({name + ", 3-40", model, 2, 40, 2, 2, MatmulPrecision::tf32, true, 3, true, chunked});
+            }
         // ms/step: the median of single steps, each waited for; pipelined: steps back to back, as training
         // runs them (the next begun while one runs). session MiB: what the session allocated (exact);
         // device MiB: the growth of the GPU's memory in use (cudaMemGetInfo: cuBLAS's and the graphs'

@@ -96,7 +96,7 @@ void add_train(CLI::App& app) {
     cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
     cmd->add_option("--cuda-device", a->cuda_device, "Which GPU (--device cuda)")->capture_default_str();
     cmd->add_option("--matmul", a->matmul, "CUDA matrix products: tf32 (tensor cores), bf16 (the MLP and the delta rules' projections in bf16, the rest tf32) or fp32 (exact)")->capture_default_str();
-    cmd->add_option("--cuda-recurrences", a->cuda_recurrences, "CUDA deltanet, and deltaproduct:2 and :4 with up to 4 conv taps, at head_dim 32: chunked (16 steps at a time, the state's products on the FP64 tensor cores, on GPUs fast at FP64) or steps (token by token, as every other shape)")->capture_default_str();
+    cmd->add_option("--cuda-recurrences", a->cuda_recurrences, "CUDA deltanet, and deltaproduct:2 to :4 with up to 4 conv taps, at head_dim 32: chunked (16 steps at a time, the state's products on the FP64 tensor cores, on GPUs fast at FP64) or steps (token by token, as every other shape)")->capture_default_str();
     cmd->add_option("--cuda-words", a->cuda_words, "CUDA training steps (head_dim 32, or 16, 8, 4 with heads a multiple of 2, 4, 8): packed (the words' rows only, one after the other) or padded (every word T rows long)")->capture_default_str();
     cmd->add_option("--precision", a->precision, "Arithmetic: fp32 or fp64 (fp64: CPU only)")->capture_default_str();
     cmd->add_option("--eval-every", a->eval_every, "Evaluate and checkpoint every N steps (0: steps / 10)")->capture_default_str();

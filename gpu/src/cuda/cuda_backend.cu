@@ -1260,7 +1260,7 @@ bool cuda_runs_chunked(const CudaSession& session) {
     const ModelConfig& c = session.config;
     if (c.mixer == Mixer::mamba || c.mixer == Mixer::lstm) return false;
     on_device(session);
-    DeltaShape s{};  // what delta_runs_in_chunks reads: deltaproduct:2 and :4 run in chunks with at most 4 taps
+    DeltaShape s{};  // what delta_runs_in_chunks reads: deltaproduct:2 to :4 run in chunks with at most 4 taps
     s.dh = c.head_dim(), s.F = c.factors, s.K = c.conv_kernel, s.chunks = session.options.chunked;
     return delta_runs_in_chunks(s);
 }

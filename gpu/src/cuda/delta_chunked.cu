@@ -1,5 +1,5 @@
 // The delta rule in chunks of C steps, its products on the FP64 tensor cores (head_dim 32: deltanet
-// at the paper's sizes, and deltaproduct:2 and :4, whose factors a token are steps: Factors below):
+// at the paper's sizes, and deltaproduct:2 to :4, whose factors a token are steps: Factors below):
 // the forward, and the backward in one reverse pass over the chunks. recurrences.cu steps the state
 // one token at a time: each step is a chain of group reductions, and ncu counted ~580 instructions per
 // warp and token there, most of them staging, conv, norms and index work (docs/PERFORMANCE.md,
@@ -14,7 +14,7 @@
 // (lane c keeps column c). The products take fp32 operands, exact in double, and sum in double: the
 // recurrent state stays fp32 as the issue asks, whatever --matmul says. Where --matmul is tf32 or bf16
 // the backward's products into gradients go on the TF32 tensor cores, and the SiLU's exponential is
-// __expf's (Arithmetic::loose), with one factor a token only: deltaproduct:2 and :4 run exact
+// __expf's (Arithmetic::loose), with one factor a token only: deltaproduct:2 to :4 run exact
 // throughout (DeltaShape::loose_arithmetic).
 #include <array>
 #include <atomic>
@@ -251,11 +251,13 @@ __device__ void load_conv_rows(const float* column, std::size_t ld, std::size_t 
 // chunk's formulas above hold as they are. The query of token i sits on row F i + F - 1 (its output
 // reads the state after the token's last factor), zero on the token's other rows, and so is dO;
 // beta, k, v and u are per row. The lane's columns of pre, each convolved over the tokens (pre's
-// order): q, then k of each factor, then v of each factor.
+// order): q, then k of each factor, then v of each factor. Where F does not divide C (deltaproduct:3:
+// 5 tokens, 15 rows), the rows past the tokens' hold zeros and beta 0: steps that change nothing.
 template <int F>
 struct Factors {
-    static_assert(F >= 1 && C % (2 * F) == 0, "C / F tokens a chunk, an even number of them (two warps)");
+    static_assert(F >= 1 && C / F >= 2, "at least two tokens a chunk");
     static constexpr int tokens = C / F;    // a chunk's tokens
+    static constexpr int rows = F * tokens;  // the rows they fill
     static constexpr int slots = int(delta_slots(F));  // the lane's columns
     __host__ __device__ static constexpr int k_slot(int j) { return 1 + j; }
     __host__ __device__ static constexpr int v_slot(int j) { return 1 + F + j; }
@@ -270,6 +272,10 @@ struct Factors {
         return w == 1 ? k_slot(m) : m == 0 ? 0 : v_slot(m - 1);
     }
     __host__ __device__ static constexpr int backward_factor(int w, int m) { return w == 1 ? m : m == 0 ? F - 1 : m - 1; }
+    // Zeroes the lane's column of a tile's rows past the tokens' (none where F divides C).
+    __device__ static void clear_rows_past_tokens(float* tile, int lane) {
+        for (int r = rows; r < C; ++r) tile[r * ld32 + lane] = 0;
+    }
     // Zeroes the lane's column of Q's rows that hold no query (none where F = 1): nothing else writes them.
     __device__ static void clear_rows_without_query(float* sq, int lane) {
         for (int r = 0; r < C; ++r)
@@ -296,6 +302,7 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
     constexpr int TC = Fs::tokens;
     for (int i = lane; i < DH * ld32; i += 32) ss[i] = 0;
     Fs::clear_rows_without_query(sq, lane);  // steps 1 and 3 write only the others
+    Fs::clear_rows_past_tokens(sk, lane), Fs::clear_rows_past_tokens(sv, lane);  // nor these (step 5 keeps them 0)
 
     for (std::size_t t0 = 0; t0 < steps; t0 += TC) {  // t0: the chunk's first token
         const int len = int(min(std::size_t(TC), steps - t0));  // its tokens inside the word
@@ -626,6 +633,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
 #pragma unroll 1
                 for (int m = 0; m < (w == 0 ? 1 : F); ++m) conv_column(m);
             }
+            Fs::clear_rows_past_tokens(dst, lane);  // step 6 of the chunk after wrote dk over K
             __syncwarp();
             float* rinv = snorm + (w == 0 ? C : 0);
             if (lane < C) rinv[lane] = norm_reciprocal(dst + lane * ld32);
@@ -644,13 +652,14 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
             const float *u_row = u_saved + ((n0 + t0) * F + w) * d + h * DH + lane, *o_row = on.o + at,
                         *dn_row = on.dOn + at, *r_row = on.rinv + row * H + h;
             const float gain = on.gain[h * DH + lane];
-            float xo[TC / 2], xd[TC / 2], rr[TC / 2], dot[TC / 2];
+            constexpr int TH = (TC + 1) / 2;  // tokens a warp (the second warp's last may be past TC)
+            float xo[TH], xd[TH], rr[TH], dot[TH];
 #pragma unroll
             for (int i = 0; i < C / 2; ++i) {
                 const int t = 2 * i + w;
                 su[t * ld32 + lane] = t < rows_in ? __ldg(u_row) : 0.0f;
                 u_row += 2 * d;
-                if (i < TC / 2) {
+                if (i < TH) {
                     xo[i] = t < len ? __ldg(o_row) : 0.0f;
                     xd[i] = t < len ? __ldg(dn_row) : 0.0f;
                     rr[i] = t < len ? __ldg(r_row) : 0.0f;
@@ -662,8 +671,9 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
             warp_sums(dot);
             float dg = sdgain[lane];
 #pragma unroll
-            for (int i = 0; i < TC / 2; ++i) {
+            for (int i = 0; i < TH; ++i) {
                 const int t = 2 * i + w;  // the token
+                if (t >= TC) break;
                 const float r = rr[i];
                 sgo[Fs::q_row(t) * ld32 + lane] = r * gain * xd[i] - xo[i] * r * r * r * dot[i] / float(DH);
                 dg += xd[i] * xo[i] * r;
@@ -671,6 +681,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
                 for (int j = 0; j + 1 < F; ++j) sgo[Fs::row(t, j) * ld32 + lane] = 0.0f;
             }
             sdgain[lane] = dg;
+            if (w == 0) Fs::clear_rows_past_tokens(sgo, lane);  // step 6 of the chunk after wrote dq there
         }
         if (w == 1 && lane < C) sbeta[lane] = lane < rows_in ? s.beta_scale * sigmoidf(zb) : 0.0f;
         __syncthreads();
@@ -848,7 +859,7 @@ void launch_backward(const DeltaShape& s, const float* pre, const float* conv, c
 }
 
 // f(taps, factors, arithmetic): the kernels' compile-time tap length KT, factor count F and Arithmetic
-// for shape s, as std::integral_constant values: F 1, or 2 or 4 with KT 4 and the exact arithmetic
+// for shape s, as std::integral_constant values: F 1, or 2 to 4 with KT 4 and the exact arithmetic
 // (delta_runs_in_chunks; every instance adds ~3 s of nvcc).
 template <class Launch>
 void dispatch(const DeltaShape& s, Launch f) {
@@ -857,16 +868,17 @@ void dispatch(const DeltaShape& s, Launch f) {
     const auto with_arithmetic = [&](auto taps, auto factors) {
         if constexpr (decltype(factors)::value == 1) {
             s.loose_arithmetic ? f(taps, factors, Loose{}) : f(taps, factors, Exact{});
-        } else {  // deltaproduct:2 and :4 run exact under every --matmul (delta_shape in cuda_backend.cu)
+        } else {  // deltaproduct:2 to :4 run exact under every --matmul (delta_shape in cuda_backend.cu)
             if (s.loose_arithmetic) throw std::logic_error("delta_chunked: deltaproduct:F has no loose kernels");
             f(taps, factors, Exact{});
         }
     };
     const auto with_factors = [&](auto taps) {
-        if constexpr (decltype(taps)::value == 4)
+        if constexpr (decltype(taps)::value == 4) {
             if (s.F == 2) return with_arithmetic(taps, std::integral_constant<int, 2>{});
-        if constexpr (decltype(taps)::value == 4)
+            if (s.F == 3) return with_arithmetic(taps, std::integral_constant<int, 3>{});
             if (s.F == 4) return with_arithmetic(taps, std::integral_constant<int, 4>{});
+        }
         // the callers ask delta_runs_in_chunks first: any other F here would take the wrong layout
         if (s.F != 1) throw std::logic_error("delta_chunked: no chunked kernels for this factor count and taps");
         with_arithmetic(taps, std::integral_constant<int, 1>{});
@@ -917,7 +929,7 @@ bool chunked_kernels_run() {
 }  // namespace
 
 bool delta_runs_in_chunks(const DeltaShape& s) {
-    return s.chunks && (s.F == 1 || ((s.F == 2 || s.F == 4) && s.K <= 4)) && s.dh == DH && chunked_kernels_run();
+    return s.chunks && (s.F == 1 || (s.F >= 2 && s.F <= 4 && s.K <= 4)) && s.dh == DH && chunked_kernels_run();
 }
 
 bool delta_forward_in_chunks(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o,

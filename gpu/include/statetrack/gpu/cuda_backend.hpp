@@ -45,7 +45,7 @@ struct CudaOptions {
     bool graphs = true;  // capture each training-step shape once and replay it
     bool poison = false; // tests: fill the workspace and gradients with NaN before every call
     int device = 0;      // the GPU (cudaSetDevice) every call of the session runs on
-    // deltanet, and deltaproduct:2 and :4 with up to 4 conv taps, at head_dim 32 in chunks of 16 steps on the
+    // deltanet, and deltaproduct:2 to :4 with up to 4 conv taps, at head_dim 32 in chunks of 16 steps on the
     // FP64 tensor cores, where the GPU runs them fast (A100, H100, H200); false: step by step, as on
     // every other shape and GPU (tests, comparisons)
     bool chunked = true;
@@ -122,7 +122,7 @@ CudaStepResult cuda_finish_step(CudaSession& session);
 std::size_t cuda_steps_in_flight(const CudaSession& session);
 
 // Whether the session runs its delta rule in chunks on the FP64 tensor cores: options.chunked, head_dim
-// 32 with one factor (deltanet) or two or four and at most 4 conv taps (deltaproduct:2, :4), and a GPU that runs
+// 32 with one factor (deltanet) or two to four and at most 4 conv taps (deltaproduct:2 to :4), and a GPU that runs
 // the chunked kernels (sm_80 or later code, FP64 at half the FP32 rate). Otherwise its recurrences step
 // token by token.
 bool cuda_runs_chunked(const CudaSession& session);
