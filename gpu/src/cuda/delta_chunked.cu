@@ -326,10 +326,11 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
 #pragma unroll
             for (int i = 0; i < TC; ++i) dst[Fs::row(i, factor) * ld32 + lane] = silu_fast<AR>(conv_sum(w, x, i));
         };
-        if constexpr (F <= 2) {
+        if constexpr (F == 1) {
 #pragma unroll
             for (int slot = 0; slot < Fs::slots; ++slot) conv_column(slot);
-        } else {  // 9 columns unrolled: 100-136 bytes of spills at F = 4
+        } else {  // not unrolled for more factors: deltaproduct:4's 9 columns unrolled spilled 100-136
+                  // bytes, and deltaproduct:2's steps on packed words 3-40 took 5% longer (H100)
 #pragma unroll 1
             for (int slot = 0; slot < Fs::slots; ++slot) conv_column(slot);
         }
@@ -623,7 +624,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
                     dst[Fs::row(i, factor) * ld32 + lane] = i < len ? silu_fast<AR>(conv_sum(tw, x, i)) : 0.0f;
             };
             // warp 0 its column 0 (q), warp 1 its F columns (the k's)
-            if constexpr (F <= 2) {
+            if constexpr (F == 1) {
 #pragma unroll
                 for (int m = 0; m < F; ++m) {
                     if (w == 0 && m > 0) break;
@@ -806,7 +807,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         // to projection_rows: the bf16 input gradient of the projections sums over them; in fp32
         // nothing reads them).
         // the SiLU outputs' gradients: dq in sgo, dk in sk, dv = dR in sdr (column 0 of both warps first)
-        if constexpr (F <= 2) {
+        if constexpr (F == 1) {
             conv_backward(Fs::backward_slot(w, 0), w == 0 ? sgo : sk, Fs::backward_factor(w, 0), t0, len, carry[0],
                           taps[0]);
 #pragma unroll
