@@ -157,8 +157,7 @@ __device__ void gradient_product(float (&d)[NT][4], AT A, BT B, int g, int q) {
 // SiLU with a fast division (2 ulp) where the IEEE one takes ~10 instructions, and its gradient with
 // __expf as well (within 2 + 1.2 |z| ulp where the IEEE expf takes ~6 more; past z < -87 both give 0,
 // as the limit is). The values keep the IEEE expf under Arithmetic::exact (--matmul fp32, and
-// deltaproduct:2 under every --matmul): with
-// __expf there the chunks test's errors doubled on one instance (all gradients 3.0e-6 -> 6.0e-6).
+// deltaproduct:2 to :4 under every --matmul): with __expf there the chunks test's errors doubled on one instance (all gradients 3.0e-6 -> 6.0e-6).
 // Under loose, where TF32 or bf16 products round far more around them, they take __expf too: the
 // forward 505 -> 453 us a layer at T = 256 (H100, ncu; docs/PERFORMANCE.md, 2026-11-27, fourteenth
 // session). The forward and the backward's recomputation of q and k use the same function, so that
@@ -610,8 +609,9 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         const float zb = w == 1 && lane < rows_in ? zbeta[(n0 + t0 + lane / F) * ld + (lane % F) * H + h] : 0.0f;
         __syncthreads();  // the chunk after is done with every tile
         // 1. Q (warp 0) and K (warp 1) by the forward's own functions (conv_sum, silu_fast,
-        // norm_reciprocal), so that undoing the forward's last product below subtracts what it added; rows past the word 0 (the forward's are not, but its beta there is 0, and so are u
-        // and dO here). u and dO, half the rows each; beta. dO comes through the output norm (below).
+        // norm_reciprocal), so that undoing the forward's last product below subtracts what it added;
+        // rows past the word 0 (the forward's are not, but its beta there is 0, and so are u and dO
+        // here). u and dO, half the rows each; beta. dO comes through the output norm (below).
         {
             float* dst = w == 0 ? sq : sk;
             auto conv_column = [&](int m) {
@@ -634,7 +634,9 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
 #pragma unroll 1
                 for (int m = 0; m < (w == 0 ? 1 : F); ++m) conv_column(m);
             }
-            Fs::clear_rows_past_tokens(dst, lane);  // step 6 of the chunk after wrote dk over K
+            // rows past the tokens' (deltaproduct:3's row 15): never written here; step 6 of the chunk
+            // after wrote dk over K's (zeros for finite data), and the first chunk's are unset
+            Fs::clear_rows_past_tokens(dst, lane);
             __syncwarp();
             float* rinv = snorm + (w == 0 ? C : 0);
             if (lane < C) rinv[lane] = norm_reciprocal(dst + lane * ld32);
@@ -682,7 +684,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
                 for (int j = 0; j + 1 < F; ++j) sgo[Fs::row(t, j) * ld32 + lane] = 0.0f;
             }
             sdgain[lane] = dg;
-            if (w == 0) Fs::clear_rows_past_tokens(sgo, lane);  // step 6 of the chunk after wrote dq there
+            if (w == 0) Fs::clear_rows_past_tokens(sgo, lane);  // as K's above (step 6 writes dq there)
         }
         if (w == 1 && lane < C) sbeta[lane] = lane < rows_in ? s.beta_scale * sigmoidf(zb) : 0.0f;
         __syncthreads();
