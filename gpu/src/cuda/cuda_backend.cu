@@ -85,15 +85,18 @@ struct Plan {
 
 // The recurrences' shapes for this plan's batch (the forward, the backward and the plan's scratch).
 // lengths: the batch's word lengths in the workspace (null where only the sizes are asked).
-DeltaShape delta_shape(const Plan& p, const ModelConfig& c, bool chunks = true, const std::int32_t* lengths = nullptr,
-                       const std::int32_t* offsets = nullptr, MatmulPrecision matmul = MatmulPrecision::fp32) {
+DeltaShape delta_shape(const Plan& p, const ModelConfig& c, const CudaOptions& options = {},
+                       const std::int32_t* lengths = nullptr, const std::int32_t* offsets = nullptr) {
     // DeltaShape::loose_arithmetic, with one factor a token (deltanet): deltaproduct:2 learned parity
     // less often in chunks with it (7 of 29 runs against 14 of 29 step by step; with the exact
     // arithmetic 8 of 19 against 10 of 19: docs/training.md, 2026-11-27, sixteenth session), so its
     // chunks stay exact
-    const bool loose = matmul != MatmulPrecision::fp32 && p.F == 1;
-    return {p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale()), p.ldp, chunks, lengths, p.packed ? offsets : nullptr,
-            loose};
+    const bool loose = options.matmul != MatmulPrecision::fp32 && p.F == 1;
+    return {p.B,     p.T,     p.H,
+            p.dh,    p.F,     p.K,
+            float(c.beta_scale()), p.ldp, options.chunked,
+            lengths, p.packed ? offsets : nullptr, loose,
+            options.poison};
 }
 DiagonalShape diagonal_shape(const Plan& p, const ModelConfig& c, const std::int32_t* lengths = nullptr,
                              const std::int32_t* offsets = nullptr) {
@@ -483,7 +486,7 @@ void forward_pass(CudaSession& session, const Plan& p) {
                 diagonal_forward(diagonal_shape(p, c, lengths, offsets), ws + a.pre, W + sl.conv_q, zg, W + sl.bdt,
                                  W + sl.decay_log, ws + a.o, p.training ? ws + a.saved : nullptr, st);
             } else {
-                delta_forward(delta_shape(p, c, session.options.chunked, lengths, offsets, session.options.matmul),
+                delta_forward(delta_shape(p, c, session.options, lengths, offsets),
                               ws + a.pre, W + sl.conv_q, zg, ws + a.o, p.training ? ws + a.saved : nullptr,
                               p.training ? ws + a.final : nullptr, st);
             }
@@ -676,7 +679,7 @@ void backward_pass(CudaSession& session, const Plan& p) {
             blas.weight_grad(ws + a.xn1, d, dZ, 4 * d, G + sl.lstm_wx, N, d, 4 * d);
             column_sums(dZ, 4 * d, G + sl.lstm_bias, N, 4 * d, region(column_sums_partials(N, 4 * d)), st);
         } else {
-            const DeltaShape shape = delta_shape(p, c, session.options.chunked, lengths, offsets, session.options.matmul);
+            const DeltaShape shape = delta_shape(p, c, session.options, lengths, offsets);
             // the chunked delta backward takes dO through the output norm itself (dOn in the dO array: it
             // reads dOn while writing dpre); elsewhere the norm's backward writes dO
             const bool through_norm = c.mixer != Mixer::mamba && delta_runs_in_chunks(shape);

@@ -299,6 +299,10 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
 
     using Fs = Factors<F>;
     constexpr int TC = Fs::tokens;
+    if (s.poison_tiles) {  // tests: a tile row read before it is written shows as NaN
+        for (int i = lane; i < Tiles::floats; i += 32) tile[i] = __int_as_float(0x7fc00000);
+        __syncwarp();
+    }
     for (int i = lane; i < DH * ld32; i += 32) ss[i] = 0;
     Fs::clear_rows_without_query(sq, lane);  // steps 1 and 3 write only the others
     Fs::clear_rows_past_tokens(sk, lane), Fs::clear_rows_past_tokens(sv, lane);  // nor these (step 5 keeps them 0)
@@ -526,6 +530,10 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     using Fs = Factors<F>;
     constexpr int TC = Fs::tokens;
 
+    if (s.poison_tiles) {  // tests, as the forward's (the whole block: s is the same for both warps)
+        for (int i = threadIdx.x; i < BackTiles::floats; i += back_threads) tile[i] = __int_as_float(0x7fc00000);
+        __syncthreads();
+    }
     for (int i = threadIdx.x; i < DH * DH; i += back_threads) {
         ss[(i / DH) * ld32 + i % DH] = final[group * DH * DH + i];
         sds[(i / DH) * ld32 + i % DH] = 0;

@@ -244,6 +244,9 @@ struct DeltaShape {
     // exact either way. false (--matmul fp32, and deltaproduct:2 to :4 under every --matmul): the IEEE expf
     // and FP64 products throughout.
     bool loose_arithmetic = false;
+    // Tests (CudaOptions::poison): the chunked kernels fill their shared-memory tiles with NaN before
+    // they start, so that a tile row read before it is written shows in their outputs.
+    bool poison_tiles = false;
 };
 // The delta rules with their inputs' short causal conv + SiLU fused in. pre: [N][ld], its first d +
 // 2 F d columns the projections [q | k (factor j, head h at (j H + h) dh) | v] before the conv;
