@@ -348,6 +348,12 @@ struct ChunkCase {
     std::size_t heads;
     ChunkShape shape;
 };
+// k's model: heads of 32 (d_model 32 heads) and k's conv taps.
+ModelConfig chunk_config(const ChunkCase& k) {
+    ModelConfig c = config_for(k.model, k.shape.eig, 32 * k.heads, k.heads);
+    c.conv_kernel = k.shape.K;
+    return c;
+}
 // Whether a session of model c takes the chunked delta kernels, as an H100 or H200 runs them
 // (head_dim 32: deltanet, and deltaproduct:2 to :4 with at most 4 taps; options.chunked on).
 bool chunks_expected(const ModelConfig& c, bool chunked) {
@@ -402,8 +408,7 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceInChunks) {
         const ChunkCase& k = cases[i];
         const ChunkShape& e = k.shape;
         // one head (d 32): B H = 3 is odd, and the second warp of a block has no group
-        auto c = config_for(k.model, e.eig, 32 * k.heads, k.heads);
-        c.conv_kernel = e.K;
+        const ModelConfig c = chunk_config(k);
         EXPECT_TRUE(cuda_runs_chunked(make_cuda_session(c))) << k.model << " conv " << e.K;
         const Comparison r = compare(c, c, MatmulPrecision::fp32, 1100 + i, e.B, e.T);
         SCOPED_TRACE(std::string(k.model) + " eig " + to_string(e.eig) + " heads " + std::to_string(k.heads) +
@@ -619,8 +624,7 @@ TEST(CudaBackend, LooseModesMatchCpuReferenceInChunks) {
         for (std::size_t i = 0; i < std::size(cases); ++i) {
             const ChunkCase& k = cases[i];
             const ChunkShape& e = k.shape;
-            auto c = config_for(k.model, e.eig, 32 * k.heads, k.heads);
-            c.conv_kernel = e.K;
+            const ModelConfig c = chunk_config(k);
             const Comparison r = compare(c, c, matmul, 1300 + i, e.B, e.T);
             SCOPED_TRACE(std::string(to_string(matmul)) + " " + k.model + " heads " + std::to_string(k.heads) + " eig " +
                          to_string(e.eig) + " T " + std::to_string(e.T));
@@ -643,31 +647,35 @@ TEST(CudaBackend, LooseModesMatchCpuReferenceInChunks) {
 // loose kernels for more than one factor to run.)
 TEST(CudaBackend, DeltaProductChunksKeepExactArithmetic) {
     SKIP_WITHOUT_GPU();
-    double worst[4] = {};  // deltaproduct:2, :4, :3, deltanet: chunked against steps, the worst tensor
-    const char* models[4] = {"deltaproduct:2", "deltaproduct:4", "deltaproduct:3", "deltanet"};
-    for (int m = 0; m < 4; ++m) {
-        const auto c = config_for(models[m], EigRange::signed_unit, 64, 2);
+    struct Arm {
+        const char* model;
+        std::uint64_t seed;
+        bool exact;  // the chunks' arithmetic: within 2e-3 of the steps' (exact), or beyond 5e-3 (loose)
+    };
+    const Arm arms[] = {{"deltaproduct:2", 1500, true},
+                        {"deltaproduct:3", 1504, true},
+                        {"deltaproduct:4", 1502, true},
+                        {"deltanet", 1501, false}};
+    for (const Arm& a : arms) {
+        const auto c = config_for(a.model, EigRange::signed_unit, 64, 2);
         const auto layout = parameter_layout(c);
-        const int seed = m == 3 ? 1 : 2 * m;  // deltanet keeps the seeds it had before deltaproduct:4 came
-        const std::vector<float> w = random_float_params(layout, 1500 + seed);
-        const Batch batch = random_batch(6, 40, c.vocab, c.classes, 1510 + seed);
+        const std::vector<float> w = random_float_params(layout, a.seed);
+        const Batch batch = random_batch(6, 40, c.vocab, c.classes, a.seed + 10);
         auto gradients = [&](bool chunked) {
             CudaOptions options{MatmulPrecision::tf32, false, true};
             options.chunked = chunked;
             DeviceRun r = run_on_device(c, options, w, batch);
-            EXPECT_EQ(r.chunked, chunks_expected(c, chunked)) << models[m];
+            EXPECT_EQ(r.chunked, chunks_expected(c, chunked)) << a.model;
             return r.gradients;
         };
         const std::vector<float> chunks = gradients(true), steps = gradients(false);
+        double worst = 0;  // chunked against steps, the worst tensor
         for (const auto& t : layout.tensors)
-            worst[m] = std::max(worst[m], relative_error(chunks, steps, t.offset, t.offset + t.size()));
+            worst = std::max(worst, relative_error(chunks, steps, t.offset, t.offset + t.size()));
+        std::printf("tf32 chunks against steps, worst tensor: %s %.2e\n", a.model, worst);
+        if (a.exact) EXPECT_LT(worst, 2e-3) << a.model;
+        else EXPECT_GT(worst, 5e-3) << a.model;
     }
-    std::printf("tf32 chunks against steps, worst tensor: deltaproduct:2 %.2e, :4 %.2e, :3 %.2e, deltanet %.2e\n",
-                worst[0], worst[1], worst[2], worst[3]);
-    EXPECT_LT(worst[0], 2e-3);
-    EXPECT_LT(worst[1], 2e-3);
-    EXPECT_LT(worst[2], 2e-3);
-    EXPECT_GT(worst[3], 5e-3);
 }
 
 // --matmul bf16: the MLP's products on bf16 operands, its activations and gradients stored in bf16,

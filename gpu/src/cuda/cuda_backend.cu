@@ -92,11 +92,8 @@ DeltaShape delta_shape(const Plan& p, const ModelConfig& c, const CudaOptions& o
     // arithmetic 8 of 19 against 10 of 19: docs/training.md, 2026-11-27, sixteenth session), so its
     // chunks stay exact
     const bool loose = options.matmul != MatmulPrecision::fp32 && p.F == 1;
-    return {p.B,     p.T,     p.H,
-            p.dh,    p.F,     p.K,
-            float(c.beta_scale()), p.ldp, options.chunked,
-            lengths, p.packed ? offsets : nullptr, loose,
-            options.poison};
+    return {p.B, p.T, p.H, p.dh, p.F, p.K, float(c.beta_scale()), p.ldp, options.chunked, lengths,
+            p.packed ? offsets : nullptr, loose, options.poison};
 }
 DiagonalShape diagonal_shape(const Plan& p, const ModelConfig& c, const std::int32_t* lengths = nullptr,
                              const std::int32_t* offsets = nullptr) {

@@ -157,7 +157,8 @@ __device__ void gradient_product(float (&d)[NT][4], AT A, BT B, int g, int q) {
 // SiLU with a fast division (2 ulp) where the IEEE one takes ~10 instructions, and its gradient with
 // __expf as well (within 2 + 1.2 |z| ulp where the IEEE expf takes ~6 more; past z < -87 both give 0,
 // as the limit is). The values keep the IEEE expf under Arithmetic::exact (--matmul fp32, and
-// deltaproduct:2 to :4 under every --matmul): with __expf there the chunks test's errors doubled on one instance (all gradients 3.0e-6 -> 6.0e-6).
+// deltaproduct:2 to :4 under every --matmul): with __expf there the chunks test's errors doubled on
+// one instance (all gradients 3.0e-6 -> 6.0e-6).
 // Under loose, where TF32 or bf16 products round far more around them, they take __expf too: the
 // forward 505 -> 453 us a layer at T = 256 (H100, ncu; docs/PERFORMANCE.md, 2026-11-27, fourteenth
 // session). The forward and the backward's recomputation of q and k use the same function, so that
@@ -305,7 +306,8 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
     }
     for (int i = lane; i < DH * ld32; i += 32) ss[i] = 0;
     Fs::clear_rows_without_query(sq, lane);  // steps 1 and 3 write only the others
-    Fs::clear_rows_past_tokens(sk, lane), Fs::clear_rows_past_tokens(sv, lane);  // nor these (step 5 keeps them 0)
+    Fs::clear_rows_past_tokens(sk, lane);  // nor these (steps 5 and 6 keep V's at 0)
+    Fs::clear_rows_past_tokens(sv, lane);
 
     for (std::size_t t0 = 0; t0 < steps; t0 += TC) {  // t0: the chunk's first token
         const int len = int(min(std::size_t(TC), steps - t0));  // its tokens inside the word
@@ -633,18 +635,15 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
             };
             // warp 0 its column 0 (q), warp 1 its F columns (the k's)
             if constexpr (F == 1) {
-#pragma unroll
-                for (int m = 0; m < F; ++m) {
-                    if (w == 0 && m > 0) break;
-                    conv_column(m);
-                }
+                conv_column(0);
             } else {  // as the forward's columns
 #pragma unroll 1
                 for (int m = 0; m < (w == 0 ? 1 : F); ++m) conv_column(m);
             }
-            // rows past the tokens' (deltaproduct:3's row 15): never written here; step 6 of the chunk
-            // after wrote dk over K's (zeros for finite data), and the first chunk's are unset
-            Fs::clear_rows_past_tokens(dst, lane);
+            // K's rows past the tokens' (deltaproduct:3's row 15): never written here; step 6 of the
+            // chunk after wrote dk there (zeros for finite data), and the first chunk's are unset. Q's
+            // were cleared once with the rows that hold no query: step 6 writes dq elsewhere.
+            if (w == 1) Fs::clear_rows_past_tokens(sk, lane);
             __syncwarp();
             float* rinv = snorm + (w == 0 ? C : 0);
             if (lane < C) rinv[lane] = norm_reciprocal(dst + lane * ld32);
@@ -817,14 +816,11 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         // to projection_rows: the bf16 input gradient of the projections sums over them; in fp32
         // nothing reads them).
         // the SiLU outputs' gradients: dq in sgo, dk in sk, dv = dR in sdr (column 0 of both warps first)
-        if constexpr (F == 1) {
+        if constexpr (F == 1) {  // warp 0 q, then v; warp 1 k
             conv_backward(Fs::backward_slot(w, 0), w == 0 ? sgo : sk, Fs::backward_factor(w, 0), t0, len, carry[0],
                           taps[0]);
-#pragma unroll
-            for (int m = 1; m < 1 + F; ++m)
-                if (m < Fs::backward_columns(w))
-                    conv_backward(Fs::backward_slot(w, m), w == 0 ? sdr : sk, Fs::backward_factor(w, m), t0, len,
-                                  carry[m], taps[m]);
+            if (w == 0)
+                conv_backward(Fs::backward_slot(0, 1), sdr, Fs::backward_factor(0, 1), t0, len, carry[1], taps[1]);
         } else {  // one column at a time, carry and taps in local memory (unrolled: 240 bytes of spills at F = 4)
 #pragma unroll 1
             for (int m = 0; m < Fs::backward_columns(w); ++m)

@@ -45,9 +45,9 @@ struct CudaOptions {
     bool graphs = true;  // capture each training-step shape once and replay it
     bool poison = false; // tests: fill the workspace and gradients with NaN before every call
     int device = 0;      // the GPU (cudaSetDevice) every call of the session runs on
-    // deltanet, and deltaproduct:2 to :4 with up to 4 conv taps, at head_dim 32 in chunks of 16 steps on the
-    // FP64 tensor cores, where the GPU runs them fast (A100, H100, H200); false: step by step, as on
-    // every other shape and GPU (tests, comparisons)
+    // deltanet, and deltaproduct:2 to :4 with up to 4 conv taps, at head_dim 32 in chunks of 16 steps
+    // on the FP64 tensor cores, where the GPU runs them fast (A100, H100, H200); false: step by step,
+    // as on every other shape and GPU (tests, comparisons)
     bool chunked = true;
     // training steps on words shorter than the batch's T run on the words' rows only
     // (cuda_packs_words); false: on all B T rows, padding included (tests, comparisons)
@@ -121,10 +121,10 @@ void cuda_start_step(CudaSession& session, const Batch& batch, const AdamWOption
 CudaStepResult cuda_finish_step(CudaSession& session);
 std::size_t cuda_steps_in_flight(const CudaSession& session);
 
-// Whether the session runs its delta rule in chunks on the FP64 tensor cores: options.chunked, head_dim
-// 32 with one factor (deltanet) or two to four and at most 4 conv taps (deltaproduct:2 to :4), and a GPU that runs
-// the chunked kernels (sm_80 or later code, FP64 at half the FP32 rate). Otherwise its recurrences step
-// token by token.
+// Whether the session runs its delta rule in chunks on the FP64 tensor cores: options.chunked,
+// head_dim 32 with one factor (deltanet) or two to four and at most 4 conv taps (deltaproduct:2 to
+// :4), and a GPU that runs the chunked kernels (sm_80 or later code, FP64 at half the FP32 rate).
+// Otherwise its recurrences step token by token.
 bool cuda_runs_chunked(const CudaSession& session);
 
 // Whether a training step on `batch` packs its words (Batch): options.packed, the rows that hold
