@@ -155,20 +155,20 @@ __device__ void gradient_product(float (&d)[NT][4], AT A, BT B, int g, int q) {
 }
 
 // SiLU with a fast division (2 ulp) where the IEEE one takes ~10 instructions, and its gradient with
-// __expf as well (within 2 + 1.2 |z| ulp where the IEEE expf takes ~6 more; past z < -87 both give 0,
-// as the limit is). The values keep the IEEE expf under Arithmetic::exact (--matmul fp32, and
+// __expf's exponential as well (exp_neg_flushed: within 2 + 1.2 |z| ulp where the IEEE expf takes ~6
+// more; past z < -87 both give 0, as the limit is). The values keep the IEEE expf under Arithmetic::exact (--matmul fp32, and
 // deltaproduct:2 to :4 under every --matmul): with __expf there the chunks test's errors doubled on
 // one instance (all gradients 3.0e-6 -> 6.0e-6).
-// Under loose, where TF32 or bf16 products round far more around them, they take __expf too: the
+// Under loose, where TF32 or bf16 products round far more around them, they take it too: the
 // forward 505 -> 453 us a layer at T = 256 (H100, ncu; docs/PERFORMANCE.md, 2026-11-27, fourteenth
 // session). The forward and the backward's recomputation of q and k use the same function, so that
 // the backward rebuilds the forward's state to the bit.
 template <Arithmetic AR>
 __device__ float silu_fast(float z) {
-    return __fdividef(z, 1.0f + (AR == Arithmetic::loose ? __expf(-z) : expf(-z)));
+    return __fdividef(z, 1.0f + (AR == Arithmetic::loose ? exp_neg_flushed(z) : expf(-z)));
 }
 __device__ float silu_grad_fast(float z) {
-    const float sg = __fdividef(1.0f, 1.0f + __expf(-z));
+    const float sg = sigmoid_fast(z);
     return sg * (1.0f + z * (1.0f - sg));
 }
 
