@@ -13,9 +13,9 @@
 // the same sums as the step-by-step form in another order. U is solved by forward substitution
 // (lane c keeps column c). The products take fp32 operands, exact in double, and sum in double: the
 // recurrent state stays fp32 as the issue asks, whatever --matmul says. Where --matmul is tf32 or bf16
-// the backward's products into gradients go on the TF32 tensor cores, and the SiLU's exponential is
-// __expf's (Arithmetic::loose), with one factor a token only: deltaproduct:2 to :4 run exact
-// throughout (DeltaShape::loose_arithmetic).
+// the products the state never takes (the forward's into O, the backward's into gradients) go on the
+// TF32 tensor cores, and the SiLU's exponential is __expf's (Arithmetic::loose), with one factor a
+// token only: deltaproduct:2 to :4 run exact throughout (DeltaShape::loose_arithmetic).
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -110,15 +110,15 @@ __device__ void product(float (&d)[NT][4], AT A, BT B, int g, int q) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) d[nt][e] = float(acc[nt][e >> 1][e & 1]);
 }
-// The backward's products into gradients under Arithmetic::loose (below): on the TF32 tensor cores
+// The products the state never takes, under Arithmetic::loose (below): on the TF32 tensor cores
 // (mma.m16n8k8, one a tile where the FP64 path takes two mma and their conversions), sums in fp32.
 // The operands go in as their fp32 bits, which the tensor cores cut to 10 bits of mantissa (toward
 // zero: within 2^-10 of each operand, NaN staying NaN). Rounding them first (cvt.rna, two
 // instructions each on sm_90) took two thirds of the gain: bf16 steps at T = 256 7.955 -> 7.820 ms,
-// against 7.605 with the bits as they are (H100, docs/PERFORMANCE.md). The gradients then carry the
-// same kind of rounding as the TF32 or bf16 projections around the recurrence. The state never takes
-// them: the forward, and the backward's rebuilding of each chunk's starting state, multiply exactly
-// (product above; TF32 there cost length generalisation).
+// against 7.605 with the bits as they are (H100, docs/PERFORMANCE.md). The outputs and the gradients
+// then carry the same kind of rounding as the TF32 or bf16 projections around the recurrence. The state
+// never takes them: its products in the forward (L, V - K S0, S_C), and the backward's rebuilding of
+// each chunk's starting state, multiply exactly (product above; TF32 there cost length generalisation).
 __device__ std::uint32_t tf32_bits(float x) { return __float_as_uint(x); }
 // d += a b for one 16 x 8 x 8 tile: lane 4 g + q holds a = A(g, q), A(g + 8, q), A(g, q + 4), A(g + 8,
 // q + 4), b = B(q, g), B(q + 4, g), and d as product's accumulators (PTX ISA, mma .tf32 layouts).
@@ -145,11 +145,12 @@ __device__ void product_tf32(float (&d)[NT][4], AT A, BT B, int g, int q) {
     }
 }
 // What the kernels may round where --matmul rounds the products around them anyway (tf32 and bf16:
-// DeltaShape::loose_arithmetic): loose takes the SiLU's exponential by __expf and the backward's
-// products into gradients on the TF32 tensor cores. The state's products are exact either way.
+// DeltaShape::loose_arithmetic): loose takes the SiLU's exponential by __expf and the products the
+// state never takes (loose_product: the forward's into O, the backward's into gradients) on the TF32
+// tensor cores. The state's products are exact either way.
 enum class Arithmetic { exact, loose };
 template <Arithmetic AR, int KS, int NT, class AT, class BT>
-__device__ void gradient_product(float (&d)[NT][4], AT A, BT B, int g, int q) {
+__device__ void loose_product(float (&d)[NT][4], AT A, BT B, int g, int q) {
     if constexpr (AR == Arithmetic::loose) product_tf32<KS, NT>(d, A, B, g, q);
     else product<KS, NT>(d, A, B, g, q);
 }
@@ -391,18 +392,20 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
             for (int t = 0; t < C; ++t) sv[t * ld32 + lane] = sbeta[t] * uc[t];
         }
         __syncwarp();
-        // 7. P = Q K^T on and below the diagonal, in place of L.
+        // 7. P = Q K^T on and below the diagonal, in place of L. P and the products into O below are
+        // loose_products: the state never takes them (with TF32 there, bf16 steps at T = 256 0.5-0.6%
+        // faster, and parity learned as often: docs/training.md, 2026-11-27, eighteenth session).
         {
             float P[2][4] = {};
-            product<DH / 8, 2>(P, Q, Kt, g, q);
+            loose_product<AR, DH / 8, 2>(P, Q, Kt, g, q);
             for_each_entry(P, g, q, [=](int r, int c, float x) { lp[r * ld16 + c] = c <= r ? x : 0.0f; });
         }
         __syncwarp();
         // 8. O = Q S0 + P diag(beta) U, written for the word's tokens (their last rows).
         {
             float O[4][4] = {};
-            product<DH / 8, 4>(O, Q, S0, g, q);
-            product<C / 8, 4>(O, LP, V, g, q);
+            loose_product<AR, DH / 8, 4>(O, Q, S0, g, q);
+            loose_product<AR, C / 8, 4>(O, LP, V, g, q);
 #pragma unroll
             for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
@@ -701,7 +704,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         {
             float X[2][4] = {};
             const float* rows = w == 0 ? sk : sq;
-            gradient_product<AR, DH / 8, 2>(X, [rows](int t, int r) { return rows[t * ld32 + r]; }, Kt, g, q);
+            loose_product<AR, DH / 8, 2>(X, [rows](int t, int r) { return rows[t * ld32 + r]; }, Kt, g, q);
             if (w == 0)
                 for_each_entry(X, g, q, [=](int r, int c, float x) {
                     sg[r * ld16 + c] = c < r ? x : 0.0f;
@@ -720,13 +723,13 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         float DK[2][4] = {};
         {
             float DW[2][4] = {};
-            gradient_product<AR, C / 8, 2>(DW, PT, GO_h, g, q);
-            gradient_product<AR, DH / 8, 2>(DW, K, DS_h, g, q);
+            loose_product<AR, C / 8, 2>(DW, PT, GO_h, g, q);
+            loose_product<AR, DH / 8, 2>(DW, K, DS_h, g, q);
             float dot[2];
             row_dots(DW, su, half, g, q, dot);
             if (q == 0) sdbeta_w[C * w + g] = dot[0], sdbeta_w[C * w + g + 8] = dot[1];
             for_each_entry(DW, g, q, [=](int r, int c, float x) { sdr[r * ld32 + half + c] = sbeta[r] * x; });
-            gradient_product<AR, DH / 8, 2>(DK, W, DSt_h, g, q);
+            loose_product<AR, DH / 8, 2>(DK, W, DSt_h, g, q);
         }
         __syncthreads();
         // 4. Warp 0: dR = (I + L)^{-T} dU by back substitution, lane c solving column c. Warp 1, which
@@ -745,7 +748,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         } else {
             float DP[2][4] = {};
             const auto Wt = [su, sbeta](int c, int t) { return sbeta[t] * su[t * ld32 + c]; };  // W^T
-            gradient_product<AR, DH / 8, 2>(DP, GO, Wt, g, q);
+            loose_product<AR, DH / 8, 2>(DP, GO, Wt, g, q);
             for_each_entry(DP, g, q, [=](int r, int c, float x) { sp[r * ld16 + c] = c <= r ? x : 0.0f; });
         }
         __syncthreads();
@@ -755,13 +758,13 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         {
             float D[4][4];
             for_each_entry(D, g, q, [=](int r, int c, float& x) { x = sds[(half + r) * ld32 + c]; });
-            gradient_product<AR, C / 8, 4>(D, [sq, half](int i, int k) { return sq[k * ld32 + half + i]; }, GO, g, q);
-            gradient_product<AR, C / 8, 4>(D, [sk, half](int i, int k) { return -sk[k * ld32 + half + i]; }, DR, g, q);
+            loose_product<AR, C / 8, 4>(D, [sq, half](int i, int k) { return sq[k * ld32 + half + i]; }, GO, g, q);
+            loose_product<AR, C / 8, 4>(D, [sk, half](int i, int k) { return -sk[k * ld32 + half + i]; }, DR, g, q);
             for_each_entry(D, g, q, [=](int r, int c, float x) { sds[(half + r) * ld32 + c] = x; });
 
             const int c8 = 8 * w;
             float DL[1][4] = {};
-            gradient_product<AR, DH / 8, 1>(DL, DR, [su, c8](int c, int t) { return su[(c8 + t) * ld32 + c]; }, g, q);
+            loose_product<AR, DH / 8, 1>(DL, DR, [su, c8](int c, int t) { return su[(c8 + t) * ld32 + c]; }, g, q);
             float col[2] = {};  // the lane's two columns c8 + 2 q + e % 2
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
@@ -785,11 +788,11 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         // dG^T) K - dR S0^T; then back through the L2 norms, whose row sums need both warps' halves.
         {
             float DQ[2][4] = {};
-            gradient_product<AR, DH / 8, 2>(DQ, GO, S0t_h, g, q);
-            gradient_product<AR, C / 8, 2>(DQ, PP, K_h, g, q);
-            gradient_product<AR, C / 8, 2>(DK, PT, Q_h, g, q);
-            gradient_product<AR, C / 8, 2>(DK, GS, K_h, g, q);
-            gradient_product<AR, DH / 8, 2>(DK, [sdr](int t, int c) { return -sdr[t * ld32 + c]; }, S0t_h, g, q);
+            loose_product<AR, DH / 8, 2>(DQ, GO, S0t_h, g, q);
+            loose_product<AR, C / 8, 2>(DQ, PP, K_h, g, q);
+            loose_product<AR, C / 8, 2>(DK, PT, Q_h, g, q);
+            loose_product<AR, C / 8, 2>(DK, GS, K_h, g, q);
+            loose_product<AR, DH / 8, 2>(DK, [sdr](int t, int c) { return -sdr[t * ld32 + c]; }, S0t_h, g, q);
             float dq[2], dk[2];
             row_dots(DQ, sq, half, g, q, dq);
             row_dots(DK, sk, half, g, q, dk);
