@@ -579,9 +579,10 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         for (int i = 1; i < KT; ++i) gz[i] = cr[i - 1];
 #pragma unroll
         for (int i = TC - 1; i >= 0; --i) {
-            // no test of i < len: grad's rows past the word are 0 (their q, k, u, dO and beta are; for
-            // finite values), and x's conv sums there finite, so gz[0] is 0 there. The branch it took a
-            // token cost ~4 instructions (predicates spilled to registers): bf16 steps at T = 256 -1.0%.
+            // no test of i < len: grad's rows past the word are 0 (their u, dO and beta are, so every
+            // product into them is; for finite values), and x's conv sums there finite, so gz[0] is 0
+            // there. The branch it took a token cost ~4 instructions (predicates spilled to registers):
+            // bf16 steps at T = 256 -1.0%.
             gz[0] = grad[Fs::row(i, factor) * ld32 + lane] * silu_grad_fast(conv_sum(tw, x, i));
             float dx = 0;
 #pragma unroll
@@ -626,8 +627,9 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         __syncthreads();  // the chunk after is done with every tile
         // 1. Q (warp 0) and K (warp 1) by the forward's own functions (conv_sum, silu_fast,
         // norm_reciprocal), so that undoing the forward's last product below subtracts what it added;
-        // rows past the word 0 (the forward's are not, but its beta there is 0, and so are u and dO
-        // here). u and dO, half the rows each; beta. dO comes through the output norm (below).
+        // on the rows past the word as well, as the forward (x is 0 there; with u, dO and beta 0 there
+        // those rows change nothing: a branch a token to zero them cost ~5 instructions). u and dO,
+        // half the rows each; beta. dO comes through the output norm (below).
         {
             float* dst = w == 0 ? sq : sk;
             auto conv_column = [&](int m) {
@@ -637,7 +639,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
                 load_taps(slot, tw);
 #pragma unroll
                 for (int i = 0; i < TC; ++i)
-                    dst[Fs::row(i, factor) * ld32 + lane] = i < len ? silu_fast<AR>(conv_sum(tw, x, i)) : 0.0f;
+                    dst[Fs::row(i, factor) * ld32 + lane] = silu_fast<AR>(conv_sum(tw, x, i));
             };
             // warp 0 its column 0 (q), warp 1 its F columns (the k's)
             if constexpr (F == 1) {
