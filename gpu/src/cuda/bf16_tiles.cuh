@@ -34,11 +34,13 @@ __device__ inline void wait_copies() {  // until at most N committed groups are 
 #endif
 }
 
-// Four 8x8 bf16 matrices from shared memory; lane l gives the address of row l % 8 of matrix l / 8.
-// Lane 4 g + q receives row g, columns 2 q and 2 q + 1 of each (the mma's A fragments); Transposed,
-// rows 2 q and 2 q + 1 of column g (B fragments of a matrix stored [k][n]).
+// Four 8x8 bf16 matrices from shared memory; lane l gives the address of row l % 8 of matrix l / 8
+// (16-byte aligned). Lane 4 g + q receives row g, columns 2 q and 2 q + 1 of each (the mma's A
+// fragments); Transposed, rows 2 q and 2 q + 1 of column g (B fragments of a matrix stored [k][n]).
+// Read as 8 x 4 matrices of 32-bit words (delta_chunked.cu's TF32 tiles), lane 4 g + q receives word
+// q of row g.
 template <bool Transposed = false>
-__device__ inline void load_matrices(std::uint32_t (&r)[4], const bf16* row) {
+__device__ inline void load_matrices(std::uint32_t (&r)[4], const void* row) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     if constexpr (Transposed)
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"

@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "activations.cuh"
+#include "bf16_tiles.cuh"
 #include "conv_taps.cuh"
 #include "kernels.cuh"
 #include "warp_sums.cuh"
@@ -132,16 +133,49 @@ __device__ void tf32_mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32
     __trap();  // as dmma
 #endif
 }
+// Operands that lie in a tile as they are read, which product_tf32 loads by ldmatrix (one instruction
+// for an A fragment's four words, or two B fragments', where element by element takes four LDS: the
+// backward issued ~500 LDS a warp and chunk, most of them its products' fragments). The values, and so
+// the sums, are the same either way; product() reads them element by element.
+struct RowMajor {  // A(i, k) = p[i ld + k]
+    const float* p;
+    int ld;
+    __device__ float operator()(int i, int k) const { return p[i * ld + k]; }
+};
+struct Transposed {  // B(k, n) = p[n ld + k]: a tile stored by rows, read as its transpose
+    const float* p;
+    int ld;
+    __device__ float operator()(int k, int n) const { return p[n * ld + k]; }
+};
 template <int KS, int NT, class AT, class BT>
 __device__ void product_tf32(float (&d)[NT][4], AT A, BT B, int g, int q) {
+    const int lane = 4 * g + q;
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks) {
         const int k0 = 8 * ks;
-        const std::uint32_t a[4] = {tf32_bits(A(g, k0 + q)), tf32_bits(A(g + 8, k0 + q)), tf32_bits(A(g, k0 + q + 4)),
-                                    tf32_bits(A(g + 8, k0 + q + 4))};
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
+        std::uint32_t a[4];
+        if constexpr (std::is_same_v<AT, RowMajor>) {  // matrices: rows 0-7 and 8-15 of columns k0.., then k0 + 4..
+            load_matrices(a, A.p + (lane % 8 + 8 * (lane / 8 % 2)) * A.ld + k0 + 4 * (lane / 16));
+        } else {
+            a[0] = tf32_bits(A(g, k0 + q)), a[1] = tf32_bits(A(g + 8, k0 + q));
+            a[2] = tf32_bits(A(g, k0 + q + 4)), a[3] = tf32_bits(A(g + 8, k0 + q + 4));
+        }
+        auto scalar_b = [&](int nt) {
             tf32_mma(d[nt], a, tf32_bits(B(k0 + q, 8 * nt + g)), tf32_bits(B(k0 + q + 4, 8 * nt + g)));
+        };
+        if constexpr (std::is_same_v<BT, Transposed>) {  // two n-tiles a load: columns 8 nt.. and 8 nt + 8..
+#pragma unroll
+            for (int nt = 0; nt + 1 < NT; nt += 2) {
+                std::uint32_t b[4];
+                load_matrices(b, B.p + (8 * nt + lane % 8 + 8 * (lane / 16)) * B.ld + k0 + 4 * (lane / 8 % 2));
+                tf32_mma(d[nt], a, b[0], b[1]);
+                tf32_mma(d[nt + 1], a, b[2], b[3]);
+            }
+            if constexpr (NT % 2 == 1) scalar_b(NT - 1);
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) scalar_b(nt);
+        }
     }
 }
 // What the kernels may round where --matmul rounds the products around them anyway (tf32 and bf16:
@@ -357,12 +391,12 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
         __syncwarp();
 
         // The operands: A(row, k) and B(k, column) of product().
-        auto K = [sk](int t, int r) { return sk[t * ld32 + r]; };    // A: token t, key index r
-        auto Kt = [sk](int r, int t) { return sk[t * ld32 + r]; };   // B = K^T: key index r, token t
-        auto Q = [sq](int t, int r) { return sq[t * ld32 + r]; };
+        const RowMajor K{sk, ld32};     // A: token t, key index r
+        const Transposed Kt{sk, ld32};  // B = K^T: key index r, token t
+        const RowMajor Q{sq, ld32};
         auto S0 = [ss](int r, int c) { return ss[r * ld32 + c]; };   // B: key r, value c
         auto V = [sv](int t, int c) { return sv[t * ld32 + c]; };    // B: token t, value c
-        auto LP = [lp](int t, int u) { return lp[t * ld16 + u]; };   // A: token t, token u
+        const RowMajor LP{lp, ld16};  // A: token t, token u
         // 4. L = strictly lower (K K^T) diag(beta).
         {
             float G[2][4] = {};
@@ -603,21 +637,19 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
 
     // The operands (A(row, k) and B(k, column) of product()); B's columns from `half` where a warp
     // takes half of them.
-    auto K = [sk](int t, int r) { return sk[t * ld32 + r]; };
-    auto Kt = [sk](int r, int t) { return sk[t * ld32 + r]; };
-    auto Q = [sq](int t, int r) { return sq[t * ld32 + r]; };
+    const RowMajor K{sk, ld32}, Q{sq, ld32};
+    const Transposed Kt{sk, ld32};
     auto W = [su, sbeta](int t, int c) { return sbeta[t] * su[t * ld32 + c]; };  // diag(beta) U, as the forward rounds it
-    auto GO = [sgo](int t, int c) { return sgo[t * ld32 + c]; };
-    auto DR = [sdr](int t, int c) { return sdr[t * ld32 + c]; };
+    const RowMajor GO{sgo, ld32}, DR{sdr, ld32};
     auto PT = [sp](int t, int u) { return sp[u * ld16 + t]; };  // P^T, then dP^T
-    auto PP = [sp](int t, int u) { return sp[t * ld16 + u]; };  // dP
-    auto GS = [sl](int t, int u) { return sl[t * ld16 + u]; };  // dG + dG^T
+    const RowMajor PP{sp, ld16};                                // dP
+    const RowMajor GS{sl, ld16};                                // dG + dG^T
     auto K_h = [sk, half](int t, int r) { return sk[t * ld32 + half + r]; };
     auto Q_h = [sq, half](int t, int r) { return sq[t * ld32 + half + r]; };
     auto GO_h = [sgo, half](int t, int c) { return sgo[t * ld32 + half + c]; };
     auto DS_h = [sds, half](int r, int c) { return sds[r * ld32 + half + c]; };
-    auto DSt_h = [sds, half](int c, int r) { return sds[(half + r) * ld32 + c]; };
-    auto S0t_h = [ss, half](int c, int r) { return ss[(half + r) * ld32 + c]; };  // B = S0^T: value c, key r
+    const Transposed DSt_h{sds + half * ld32, ld32};  // B = dS^T: value c, key half + r
+    const Transposed S0t_h{ss + half * ld32, ld32};   // B = S0^T: value c, key half + r
 
     for (int chunk = int((steps + TC - 1) / TC); chunk-- > 0;) {  // the last first
         const std::size_t t0 = std::size_t(chunk) * TC;          // its first token
@@ -709,7 +741,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         {
             float X[2][4] = {};
             const float* rows = w == 0 ? sk : sq;
-            loose_product<AR, DH / 8, 2>(X, [rows](int t, int r) { return rows[t * ld32 + r]; }, Kt, g, q);
+            loose_product<AR, DH / 8, 2>(X, RowMajor{rows, ld32}, Kt, g, q);
             if (w == 0)
                 for_each_entry(X, g, q, [=](int r, int c, float x) {
                     sg[r * ld16 + c] = c < r ? x : 0.0f;
@@ -769,7 +801,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
 
             const int c8 = 8 * w;
             float DL[1][4] = {};
-            loose_product<AR, DH / 8, 1>(DL, DR, [su, c8](int c, int t) { return su[(c8 + t) * ld32 + c]; }, g, q);
+            loose_product<AR, DH / 8, 1>(DL, DR, Transposed{su + c8 * ld32, ld32}, g, q);
             float col[2] = {};  // the lane's two columns c8 + 2 q + e % 2
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
