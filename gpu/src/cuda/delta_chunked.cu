@@ -37,6 +37,12 @@ constexpr int C = 16;        // steps per chunk: two 8-row halves of the mma
 constexpr int warps_per_block = 2;
 constexpr int ld32 = DH + 4;  // row strides of the tiles: the A and K^T fragment loads hit 32 distinct banks
 constexpr int ld16 = C + 4;
+// The state tiles' row stride (S in the forward, dS in the backward): their accumulators' 64-bit
+// accesses (lane 4 g + q: row g, columns 2 q and 2 q + 1) and the fragments of S as a row-major B
+// (row q, column g) hit 32 distinct banks at 8 floats mod 32, two-way conflicts at ld32's 4 (ncu: 28%
+// of the forward's shared-memory wavefronts were excess). Not the backward's S, read by ldmatrix,
+// which needs ld32's.
+constexpr int ld_state = DH + 8;
 
 // One warp's shared memory, in floats (every offset a multiple of 4: 16-byte aligned rows). 13 KiB,
 // so that 16 warps fit in an H100 SM (the first version also staged the conv's input rows here: 20 KiB,
@@ -47,8 +53,8 @@ struct Tiles {
     static constexpr int q = k + C * ld32;        // [C][ld32]: normalised queries
     static constexpr int v = q + C * ld32;        // [C][ld32]: v, then V - K S0, then diag(beta) U
     static constexpr int lp = v + C * ld32;       // [C][ld16]: L, then the masked Q K^T
-    static constexpr int s = lp + C * ld16;       // [DH][ld32]: S0, keys x values
-    static constexpr int beta = s + DH * ld32;    // [C]
+    static constexpr int s = lp + C * ld16;       // [DH][ld_state]: S0, keys x values
+    static constexpr int beta = s + DH * ld_state;  // [C]
     static constexpr int norm = beta + C;         // [2 C]: 1 / |k_t|, then 1 / |q_t|
     static constexpr int floats = norm + 2 * C;
 };
@@ -339,7 +345,7 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
         for (int i = lane; i < Tiles::floats; i += 32) tile[i] = __int_as_float(0x7fc00000);
         __syncwarp();
     }
-    for (int i = lane; i < DH * ld32; i += 32) ss[i] = 0;
+    for (int i = lane; i < DH * ld_state; i += 32) ss[i] = 0;
     Fs::clear_rows_without_query(sq, lane);  // steps 1 and 3 write only the others
     Fs::clear_rows_past_tokens(sk, lane);  // nor these (steps 5 and 6 keep V's at 0)
     Fs::clear_rows_past_tokens(sv, lane);
@@ -394,7 +400,7 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
         const RowMajor K{sk, ld32};     // A: token t, key index r
         const Transposed Kt{sk, ld32};  // B = K^T: key index r, token t
         const RowMajor Q{sq, ld32};
-        auto S0 = [ss](int r, int c) { return ss[r * ld32 + c]; };   // B: key r, value c
+        auto S0 = [ss](int r, int c) { return ss[r * ld_state + c]; };  // B: key r, value c
         auto V = [sv](int t, int c) { return sv[t * ld32 + c]; };    // B: token t, value c
         const RowMajor LP{lp, ld16};  // A: token t, token u
         // 4. L = strictly lower (K K^T) diag(beta).
@@ -456,15 +462,15 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
             float S[4][4];
-            for_each_entry(S, g, q, [=](int r, int c, float& x) { x = ss[(16 * mt + r) * ld32 + c]; });
+            for_each_entry(S, g, q, [=](int r, int c, float& x) { x = ss[(16 * mt + r) * ld_state + c]; });
             product<C / 8, 4>(S, [sk, mt](int i, int k) { return sk[k * ld32 + 16 * mt + i]; }, V, g, q);
-            for_each_entry(S, g, q, [=](int r, int c, float x) { ss[(16 * mt + r) * ld32 + c] = x; });
+            for_each_entry(S, g, q, [=](int r, int c, float x) { ss[(16 * mt + r) * ld_state + c] = x; });
         }
     }
     if (TRAIN) {
         __syncwarp();
         float* dst = final + group * DH * DH;  // [key][value], as recurrences.cu writes it
-        for (int i = lane; i < DH * DH; i += 32) dst[i] = ss[(i / DH) * ld32 + i % DH];
+        for (int i = lane; i < DH * DH; i += 32) dst[i] = ss[(i / DH) * ld_state + i % DH];
     }
 }
 
@@ -520,8 +526,8 @@ struct BackTiles {
     static constexpr int l = g + C * ld16;       // L = G diag(beta), then dG + dG^T
     static constexpr int p = l + C * ld16;       // P = Q K^T on and below the diagonal, then dP
     static constexpr int s = p + C * ld16;       // [DH][ld32]: S_C, then S0
-    static constexpr int ds = s + DH * ld32;     // [DH][ld32]: dS
-    static constexpr int beta = ds + DH * ld32;  // [C]
+    static constexpr int ds = s + DH * ld32;     // [DH][ld_state]: dS
+    static constexpr int beta = ds + DH * ld_state;  // [C]
     static constexpr int norm = beta + C;        // [2 C]: 1 / |k_t|, then 1 / |q_t|
     static constexpr int dbeta_w = norm + 2 * C;   // [2][C]: dW_t . u_t over each warp's 16 columns
     static constexpr int dbeta_l = dbeta_w + 2 * C;  // [C]: sum_t dL[t][s] G[t][s]
@@ -575,7 +581,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     }
     for (int i = threadIdx.x; i < DH * DH; i += back_threads) {
         ss[(i / DH) * ld32 + i % DH] = final[group * DH * DH + i];
-        sds[(i / DH) * ld32 + i % DH] = 0;
+        sds[(i / DH) * ld_state + i % DH] = 0;
     }
     float* sdgain = tile + BackTiles::dgain + w * DH;  // this warp's, lane = column
     sdgain[lane] = 0;
@@ -647,8 +653,8 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     auto K_h = [sk, half](int t, int r) { return sk[t * ld32 + half + r]; };
     auto Q_h = [sq, half](int t, int r) { return sq[t * ld32 + half + r]; };
     auto GO_h = [sgo, half](int t, int c) { return sgo[t * ld32 + half + c]; };
-    auto DS_h = [sds, half](int r, int c) { return sds[r * ld32 + half + c]; };
-    const Transposed DSt_h{sds + half * ld32, ld32};  // B = dS^T: value c, key half + r
+    auto DS_h = [sds, half](int r, int c) { return sds[r * ld_state + half + c]; };
+    const Transposed DSt_h{sds + half * ld_state, ld_state};  // B = dS^T: value c, key half + r
     const Transposed S0t_h{ss + half * ld32, ld32};   // B = S0^T: value c, key half + r
 
     for (int chunk = int((steps + TC - 1) / TC); chunk-- > 0;) {  // the last first
@@ -794,10 +800,10 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         // and the columns' sums of dL G into dbeta.
         {
             float D[4][4];
-            for_each_entry(D, g, q, [=](int r, int c, float& x) { x = sds[(half + r) * ld32 + c]; });
+            for_each_entry(D, g, q, [=](int r, int c, float& x) { x = sds[(half + r) * ld_state + c]; });
             loose_product<AR, C / 8, 4>(D, [sq, half](int i, int k) { return sq[k * ld32 + half + i]; }, GO, g, q);
             loose_product<AR, C / 8, 4>(D, [sk, half](int i, int k) { return -sk[k * ld32 + half + i]; }, DR, g, q);
-            for_each_entry(D, g, q, [=](int r, int c, float x) { sds[(half + r) * ld32 + c] = x; });
+            for_each_entry(D, g, q, [=](int r, int c, float x) { sds[(half + r) * ld_state + c] = x; });
 
             const int c8 = 8 * w;
             float DL[1][4] = {};
