@@ -1,8 +1,8 @@
 #pragma once
 // What products of our own on the bf16 tensor cores need (fused_products.cu): copies of row tiles
-// into shared memory without passing registers (cp.async), ldmatrix and mma.m16n8k16 with fp32
-// accumulation, and launching as many blocks as fit on every SM, each keeping a weight in shared
-// memory for all its tiles. sm_80 or later.
+// into shared memory without passing registers (cp.async), ldmatrix (also for delta_chunked.cu's TF32
+// fragments) and mma.m16n8k16 with fp32 accumulation, and launching as many blocks as fit on every
+// SM, each keeping a weight in shared memory for all its tiles. sm_80 or later.
 #include <algorithm>
 #include <cstdint>
 
