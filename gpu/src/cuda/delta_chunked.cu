@@ -44,7 +44,7 @@ constexpr int ld16 = C + 4;
 // which needs ld32's.
 constexpr int ld_state = DH + 8;
 
-// One warp's shared memory, in floats (every offset a multiple of 4: 16-byte aligned rows). 13 KiB,
+// One warp's shared memory, in floats (every offset a multiple of 4: 16-byte aligned rows). 13.2 KiB,
 // so that 16 warps fit in an H100 SM (the first version also staged the conv's input rows here: 20 KiB,
 // 10 warps, and the kernel waited on latencies with no other warp to run: 179 us against the
 // step-by-step kernel's 139 at T = 40, ncu on the H100).
@@ -197,9 +197,9 @@ __device__ void loose_product(float (&d)[NT][4], AT A, BT B, int g, int q) {
 
 // SiLU with a fast division (2 ulp) where the IEEE one takes ~10 instructions, and its gradient with
 // __expf's exponential as well (exp_neg_flushed: within 2 + 1.2 |z| ulp where the IEEE expf takes ~6
-// more; past z < -87 both give 0, as the limit is). The values keep the IEEE expf under Arithmetic::exact (--matmul fp32, and
-// deltaproduct:2 to :4 under every --matmul): with __expf there the chunks test's errors doubled on
-// one instance (all gradients 3.0e-6 -> 6.0e-6).
+// more; past z < -87 both give 0, as the limit is). The values keep the IEEE expf under
+// Arithmetic::exact (--matmul fp32, and deltaproduct:2 to :4 under every --matmul): with __expf there
+// the chunks test's errors doubled on one instance (all gradients 3.0e-6 -> 6.0e-6).
 // Under loose, where TF32 or bf16 products round far more around them, they take it too: the
 // forward 505 -> 453 us a layer at T = 256 (H100, ncu; docs/PERFORMANCE.md, 2026-11-27, fourteenth
 // session). The forward and the backward's recomputation of q and k use the same function, so that
