@@ -26,7 +26,10 @@ __device__ inline float exp_neg_flushed(float z) {
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(z * -1.44269504088896341f));
     return e;
 }
-// 1 / (1 + e^-z) with a fast division (2 ulp) and exp_neg_flushed (2 + 1.2 |z| ulp, as __expf).
+// 1 / (1 + e^-z) with a fast division (2 ulp) and exp_neg_flushed (2 + 1.2 |z| ulp, as __expf), where
+// the IEEE ones take ~20 instructions more; 0 and 1 in the limits. SwiGLU's in fused_products.cu
+// rounds its results to bf16 right after: mlp_down_backward took 269 us a layer at T = 256 with the
+// IEEE ones, 222 with these (H100, ncu).
 __device__ inline float sigmoid_fast(float z) { return __fdividef(1.0f, 1.0f + exp_neg_flushed(z)); }
 
 }  // namespace statetrack::gpu::cuda

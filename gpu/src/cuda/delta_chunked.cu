@@ -324,6 +324,23 @@ struct Factors {
     }
 };
 
+// Column `column` of pre (slot d + h DH + lane) through the conv and the SiLU for a chunk's tokens
+// (the word's rows from row0, its token t0, len of them inside the word), into the lane's column of
+// the tile rows of factor `factor`. The forward's Q, K and V and the backward's rebuilt Q and K both
+// come from here, so that the backward subtracts to the bit what the forward's state added.
+template <int KT, int F, Arithmetic AR>
+__device__ void conv_silu_rows(const DeltaShape& s, const float* pre, const float* conv, std::size_t row0, std::size_t t0,
+                               int len, std::size_t column, int factor, float* tile, int lane) {
+    constexpr int TC = Factors<F>::tokens;
+    float x[TC + KT - 1];  // x[i]: the column at token t0 - KT + 1 + i
+    load_conv_rows<KT, TC>(pre + row0 * s.ld + column, s.ld, t0, len, x);
+    // the column's taps, read each chunk (L1-cached): 3 KT registers held throughout spilled
+    float w[KT];
+    load_conv_taps(conv, column, s.K, w);
+#pragma unroll
+    for (int i = 0; i < TC; ++i) tile[Factors<F>::row(i, factor) * ld32 + lane] = silu_fast<AR>(conv_sum(w, x, i));
+}
+
 template <int KT, int F, bool TRAIN, Arithmetic AR>
 __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked_kernel(DeltaShape s, const float* pre,
                                                                                      const float* conv,
@@ -361,16 +378,10 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
         // bytes a token), as the backward reads them. Keeping the KT - 1 rows in registers from the
         // chunk before instead made deltaproduct:2's forward spill 60-68 bytes (its 5 columns).
         auto conv_column = [&](int slot) {
-            float x[TC + KT - 1];  // x[i]: the column at token t0 - KT + 1 + i
-            load_conv_rows<KT, TC>(pre + (n0 + t0) * ld + slot * d + h * DH + lane, ld, t0, len, x);
-            // the column's taps, read each chunk (L1-cached): 3 KT registers held throughout spilled
-            float w[KT];
-            load_conv_taps(conv, slot * d + h * DH + lane, s.K, w);
             // q on its tokens' last rows, k and v of factor j on its rows
             const int factor = slot == 0 ? F - 1 : (slot - 1) % F;
             float* dst = slot == 0 ? sq : slot <= F ? sk : sv;
-#pragma unroll
-            for (int i = 0; i < TC; ++i) dst[Fs::row(i, factor) * ld32 + lane] = silu_fast<AR>(conv_sum(w, x, i));
+            conv_silu_rows<KT, F, AR>(s, pre, conv, n0 + t0, t0, len, slot * d + h * DH + lane, factor, dst, lane);
         };
         if constexpr (F == 1) {
 #pragma unroll
@@ -663,7 +674,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         const int rows_in = F * len;                               // and its rows
         const float zb = w == 1 && lane < rows_in ? zbeta[(n0 + t0 + lane / F) * ld + (lane % F) * H + h] : 0.0f;
         __syncthreads();  // the chunk after is done with every tile
-        // 1. Q (warp 0) and K (warp 1) by the forward's own functions (conv_sum, silu_fast,
+        // 1. Q (warp 0) and K (warp 1) by the forward's own functions (conv_silu_rows,
         // norm_reciprocal), so that undoing the forward's last product below subtracts what it added;
         // on the rows past the word as well, as the forward (x is 0 there; with u, dO and beta 0 there
         // those rows change nothing: a branch a token to zero them cost ~5 instructions). u and dO,
@@ -671,13 +682,8 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         {
             float* dst = w == 0 ? sq : sk;
             auto conv_column = [&](int m) {
-                float x[TC + KT - 1], tw[KT];
-                const int slot = Fs::backward_slot(w, m), factor = Fs::backward_factor(w, m);
-                load_rows(slot, t0, len, x);
-                load_taps(slot, tw);
-#pragma unroll
-                for (int i = 0; i < TC; ++i)
-                    dst[Fs::row(i, factor) * ld32 + lane] = silu_fast<AR>(conv_sum(tw, x, i));
+                conv_silu_rows<KT, F, AR>(s, pre, conv, n0 + t0, t0, len, Fs::backward_slot(w, m) * d + h * DH + lane,
+                                          Fs::backward_factor(w, m), dst, lane);
             };
             // warp 0 its column 0 (q), warp 1 its F columns (the k's)
             if constexpr (F == 1) {

@@ -241,9 +241,9 @@ struct DeltaShape {
     // --matmul tf32 and bf16, whose products round anyway: the chunked kernels take the SiLU's
     // exponential by __expf (within 2 ulp, the forward and the backward's recomputation alike) and
     // the products the state never takes (the forward's into the outputs, the backward's into
-    // gradients) on the TF32 tensor cores. The state's products are
-    // exact either way. false (--matmul fp32, and deltaproduct:2 to :4 under every --matmul): the IEEE
-    // expf and FP64 products throughout.
+    // gradients) on the TF32 tensor cores. The state's products are exact either way. false
+    // (--matmul fp32, and deltaproduct:2 to :4 under every --matmul): the IEEE expf and FP64 products
+    // throughout.
     bool loose_arithmetic = false;
     // Tests (CudaOptions::poison): the chunked kernels fill their shared-memory tiles with NaN before
     // they start, so that a tile row read before it is written shows in their outputs.
@@ -259,10 +259,10 @@ void delta_forward(const DeltaShape& s, const float* pre, const float* conv, con
                    float* final, cudaStream_t stream);
 // The same forward in chunks of 16 steps, its products on the FP64 tensor cores (delta_chunked.cu; the
 // SiLU's exponential by __expf and the products into the outputs on the TF32 tensor cores with
-// s.loose_arithmetic), for head_dim 32 and one factor (deltanet),
-// or two to four with at most 4 conv taps (deltaproduct:2 to :4), on a GPU of sm_80 or later with
-// FP64 at half the FP32 rate (A100, H100, H200); returns false, launching nothing, for other shapes and GPUs and where
-// s.chunks is false.
+// s.loose_arithmetic), for head_dim 32 and one factor (deltanet), or two to four with at most 4 conv
+// taps (deltaproduct:2 to :4), on a GPU of sm_80 or later with FP64 at half the FP32 rate (A100,
+// H100, H200); returns false, launching nothing, for other shapes and GPUs and where s.chunks is
+// false.
 bool delta_forward_in_chunks(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o,
                              float* u, float* final, cudaStream_t stream);
 // One reverse pass that rebuilds S_{t-1} = S_t - beta k u^T, step by step. Out: dpre (the
