@@ -48,6 +48,7 @@ struct Shape {
     std::size_t shortest = 0;  // words of lengths shortest..T (the first T long), as in training; 0: all T
     bool packed = true;        // CudaOptions::packed: such words' steps on their rows only
     bool chunked = true;       // CudaOptions::chunked: the delta rules in chunks where they run so
+    bool halves = true;        // CudaOptions::halves_from_rows at its default; false: 0 (the whole batch)
 };
 
 nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
@@ -59,6 +60,7 @@ nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
     const std::size_t before = cuda_device_bytes_in_use();
     CudaOptions options{s.matmul, s.graphs, false};
     options.packed = s.packed, options.chunked = s.chunked;
+    if (!s.halves) options.halves_from_rows = 0;
     CudaSession session = make_cuda_session(c, options);
     const auto layout = parameter_layout(c);
     std::vector<float> w(layout.total);
@@ -91,6 +93,7 @@ nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
             {"T", s.T},             {"matmul", to_string(s.matmul)},
             {"graphs", s.graphs},   {"shortest", s.shortest ? s.shortest : s.T},
             {"packed", cuda_packs_words(session, batches[0])}, {"chunked", cuda_runs_chunked(session)},
+            {"halves", cuda_splits_in_halves(session, batches[0])},
             {"ms_per_step", ms},    {"tokens_per_s", double(B * s.T) / (ms * 1e-3)},
             {"ms_per_step_pipelined", ms_pipelined},
             {"session_mib", double(cuda_session_bytes(session)) / double(1 << 20)},
@@ -254,6 +257,14 @@ int main(int argc, char** argv) {
             shapes.push_back({"modarith (3 layers)", "deltanet", 3, T, 8, 5});
         }
         for (std::size_t T : {40, 256}) shapes.push_back({"deltanet, bf16 products", "deltanet", 2, T, 2, 2, MatmulPrecision::bf16});
+        // steps in two halves of the batch (CudaOptions::halves_from_rows: from T = 128 here) against the whole
+        shapes.push_back({"deltanet, bf16 products", "deltanet", 2, 128, 2, 2, MatmulPrecision::bf16});
+        for (const std::size_t T : {128, 256}) {
+            shapes.push_back({"deltanet, bf16, whole batch", "deltanet", 2, T, 2, 2, MatmulPrecision::bf16, true, 0, true,
+                              true, false});
+            shapes.push_back({"deltanet, whole batch", "deltanet", 2, T, 2, 2, MatmulPrecision::tf32, true, 0, true, true,
+                              false});
+        }
         shapes.push_back({"deltanet, fp32 products", "deltanet", 2, 40, 2, 2, MatmulPrecision::fp32});
         shapes.push_back({"deltanet, no graph", "deltanet", 2, 40, 2, 2, MatmulPrecision::tf32, false});
         shapes.push_back({"lstm", "lstm", 2, 40, 2, 2});

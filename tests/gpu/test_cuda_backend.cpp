@@ -123,6 +123,7 @@ struct DeviceRun {
     std::vector<float> logits, gradients;
     double loss = 0;
     bool chunked = false;
+    bool halves = false;  // the training pass ran in two halves of the batch (cuda_splits_in_halves)
 };
 DeviceRun run_on_device(const ModelConfig& c, const CudaOptions& options, const std::vector<float>& w,
                         const Batch& batch) {
@@ -130,6 +131,7 @@ DeviceRun run_on_device(const ModelConfig& c, const CudaOptions& options, const 
     upload_parameters(session, w);
     DeviceRun r;
     r.chunked = cuda_runs_chunked(session);
+    r.halves = cuda_splits_in_halves(session, batch);
     r.logits.assign(batch.batch * batch.length * c.classes, NAN);
     cuda_forward(session, batch, r.logits);
     r.loss = cuda_loss_and_gradient(session, batch);
@@ -145,6 +147,7 @@ struct Comparison {
     std::vector<std::pair<std::string, double>> per_tensor;  // gradient error of every tensor
     std::vector<float> gradients;                            // the device's
     double tf32_condition = 0;  // rounding_sensitivity of the instance at the products' precision
+    bool halves = false;        // the device's training pass ran in two halves (DeviceRun)
     // TF32 (or bf16) products: 2e-2, or 4x the instance's own sensitivity where it is ill-conditioned
     double tf32_bound() const { return std::max(2e-2, 4 * tf32_condition); }
     // A tensor's gradient passes when within 1e-5 of the fp64 reference, or (sums with cancellation,
@@ -156,7 +159,7 @@ struct Comparison {
 // given: the batch (else random_batch(B, T) of `seed`).
 Comparison compare(const ModelConfig& cpu_config, const ModelConfig& gpu_config, MatmulPrecision matmul,
                    std::uint64_t seed, std::size_t B = 5, std::size_t T = 9, bool chunked = true,
-                   const Batch* given = nullptr, bool packed = true) {
+                   const Batch* given = nullptr, bool packed = true, bool halves = false) {
     const auto layout = parameter_layout(cpu_config);
     const auto w = random_params(layout, seed);
     const Batch batch = given ? *given : random_batch(B, T, cpu_config.vocab, cpu_config.classes, seed);
@@ -169,6 +172,7 @@ Comparison compare(const ModelConfig& cpu_config, const ModelConfig& gpu_config,
 
     CudaOptions options{matmul, false, true};
     options.chunked = chunked, options.packed = packed;
+    options.halves_from_rows = halves ? 1 : 0;
     const std::vector<float> wf(w.begin(), w.end());
     DeviceRun device = run_on_device(gpu_config, options, wf, batch);
     const std::vector<float>& got_logits = device.logits;
@@ -181,6 +185,7 @@ Comparison compare(const ModelConfig& cpu_config, const ModelConfig& gpu_config,
     loss_and_gradient<float>(cpu_config, layout, wf, batch, ws32, grads32);
 
     Comparison out;
+    out.halves = device.halves;
     if (matmul != MatmulPrecision::fp32)
         out.tf32_condition = rounding_sensitivity(cpu_config, layout, w, batch, ref_grads,
                                                   matmul == MatmulPrecision::bf16 ? 16 : 13);
@@ -1051,6 +1056,107 @@ TEST(CudaBackend, TrainingRepeatsBitForBit) {
         EXPECT_EQ(bitwise_differences(a.v, b.v), 0u);
         EXPECT_NE(a.w, w0);  // it trained
     }
+}
+
+// A training pass in two halves of its batch (CudaOptions::halves_from_rows: each half on streams,
+// a workspace and gradients of its own, the second half's gradients and loss added into the first's)
+// against the fp64 reference, every recurrence and both eigenvalue ranges, the workspaces poisoned:
+// a half reading the other's words, or rows the plan of a half does not hold, shows. The chunked
+// delta rules at head_dim 32 too, in fp32 and bf16.
+TEST(CudaBackend, Fp32MatchesCpuReferenceInHalves) {
+    SKIP_WITHOUT_GPU();
+    std::uint64_t seed = 1900;
+    for (const Case& k : cases) {
+        for (const std::size_t d : {16, 64}) {
+            if (d == 64 && std::string(k.model) == "lstm") continue;
+            const auto c = config_for(k.model, k.eig, d, 2);
+            SCOPED_TRACE(std::string(k.model) + " eig " + to_string(k.eig) + " d " + std::to_string(d));
+            const Comparison r = compare(c, c, MatmulPrecision::fp32, ++seed, 6, 21, true, nullptr, false, true);
+            std::printf("halves: %s eig %s d %zu: logits %.2e, all gradients %.2e, worst %s %.2e\n", k.model,
+                        to_string(k.eig), d, r.logits, r.all_gradients, r.worst_tensor.c_str(), r.worst_gradient);
+            EXPECT_TRUE(r.halves);
+            expect_fp32_match(r);
+        }
+    }
+    for (const char* model : {"deltanet", "deltaproduct:2"}) {
+        const auto c = config_for(model, EigRange::signed_unit, 64, 2);
+        SCOPED_TRACE(std::string(model) + " bf16");
+        const Comparison r = compare(c, c, MatmulPrecision::bf16, ++seed, 8, 40, true, nullptr, false, true);
+        EXPECT_TRUE(r.halves);
+        expect_loose_bounds(r);
+    }
+}
+
+// A pass in halves gives the whole batch's loss and gradients but for the order of the sums (the
+// weight gradients' rows in two products and an addition; the loss in two sums): the same to fp32's
+// rounding, and within the loose bound under bf16, whose products cuBLAS may take by other kernels for
+// half the rows (other fp32 sums, so other bf16 roundings). Training steps in halves repeat bit for
+// bit (each half's sums in a fixed order, the two streams writing nothing in common) and give the same
+// bits in graphs as launched one by one (the second half's streams fork from the session's and join
+// it inside the capture). A step whose words are packed, or odd in number, runs whole.
+TEST(CudaBackend, HalvesTrainAsTheWholeBatch) {
+    SKIP_WITHOUT_GPU();
+    const auto c = config_for("deltanet", EigRange::signed_unit, 64, 2);
+    const auto layout = parameter_layout(c);
+    const std::vector<float> w0 = random_float_params(layout, 1950);
+    for (const MatmulPrecision matmul : {MatmulPrecision::fp32, MatmulPrecision::bf16}) {
+        SCOPED_TRACE(to_string(matmul));
+        const double tolerance = matmul == MatmulPrecision::fp32 ? 1e-5 : 2e-2;
+        const Batch batch = random_batch(10, 40, c.vocab, c.classes, 1950);
+        std::vector<float> g[2];
+        CudaStepResult pass[2];
+        for (const bool halves : {false, true}) {
+            CudaOptions options{matmul, false, true};
+            options.packed = false, options.halves_from_rows = halves ? 1 : 0;
+            CudaSession session = make_cuda_session(c, options);
+            upload_parameters(session, w0);
+            EXPECT_EQ(cuda_splits_in_halves(session, batch), halves);
+            pass[halves] = cuda_loss_gradient_correct(session, batch);
+            g[halves].assign(layout.total, NAN);
+            download_gradients(session, g[halves]);
+        }
+        EXPECT_NEAR(pass[1].loss, pass[0].loss, tolerance * pass[0].loss);
+        EXPECT_NEAR(pass[1].grad_norm, pass[0].grad_norm, tolerance * pass[0].grad_norm);
+        EXPECT_EQ(pass[1].labelled, pass[0].labelled);
+        const double gradients = relative_error(g[1], g[0], 0, layout.total);
+        std::printf("halves against the whole batch, %s: loss %.2e, gradients %.2e\n", to_string(matmul),
+                    std::abs(pass[1].loss - pass[0].loss) / pass[0].loss, gradients);
+        EXPECT_LT(gradients, tolerance);
+
+        AdamWOptions o;
+        o.lr = 3e-3, o.clip = 0.05;
+        struct Run {
+            std::vector<double> losses;
+            std::vector<float> w;
+        };
+        auto train = [&](bool graphs) {
+            CudaOptions options{matmul, graphs, true};
+            options.packed = false, options.halves_from_rows = 1;
+            CudaSession session = make_cuda_session(c, options);
+            upload_parameters(session, w0);
+            Run r;
+            for (std::size_t step = 0; step < 3; ++step)
+                r.losses.push_back(
+                    cuda_train_step(session, random_batch(10, 40, c.vocab, c.classes, 1950 + step), o, step, o.lr).loss);
+            r.w.assign(layout.total, NAN);
+            download_parameters(session, r.w);
+            return r;
+        };
+        const Run graphed = train(true), again = train(true), launched = train(false);
+        EXPECT_EQ(graphed.losses[0], pass[1].loss);
+        EXPECT_EQ(graphed.losses, again.losses);
+        EXPECT_EQ(bitwise_differences(graphed.w, again.w), 0u);
+        EXPECT_EQ(graphed.losses, launched.losses);
+        EXPECT_EQ(bitwise_differences(graphed.w, launched.w), 0u);
+        EXPECT_GT(bitwise_differences(graphed.w, w0), layout.total / 2);  // it trained
+    }
+    CudaOptions options;
+    options.halves_from_rows = 1;
+    CudaSession session = make_cuda_session(c, options);
+    EXPECT_FALSE(cuda_splits_in_halves(session, random_batch(9, 40, c.vocab, c.classes, 1)));  // odd
+    const Batch packed = random_batch(10, 40, c.vocab, c.classes, 2);
+    EXPECT_TRUE(cuda_packs_words(session, packed));
+    EXPECT_FALSE(cuda_splits_in_halves(session, packed));
 }
 
 // Steps begun while the one before runs (cuda_start_step, two in flight, as the trainer runs them)

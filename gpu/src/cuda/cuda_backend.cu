@@ -15,6 +15,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <tuple>
 #include <stdexcept>
 #include <type_traits>
@@ -276,6 +277,13 @@ struct CudaSessionState {
     // captured training steps by batch shape (B, T, rows) and slot: each graph copies from its slot's buffers
     std::map<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t>, Graph> graphs;  // (B, T, N, slot)
     std::size_t bytes = 0;
+    // A training step in two halves of its batch (CudaOptions::halves_from_rows) runs the second half
+    // on `half`, made at the first such step: its own streams, handles, workspace, gradients and
+    // results, this state's weights. The second half starts after this stream's upload (fork) and
+    // this stream waits for its end (join) before adding its gradients and results.
+    std::unique_ptr<CudaSessionState> half;
+    StepResults* results = nullptr;  // the second half's (the first half's are its slot's)
+    cudaEvent_t fork = nullptr, join = nullptr;
 
     void drop_graphs() {
         for (auto& [shape, graph] : graphs) cudaGraphExecDestroy(graph.exec);
@@ -288,6 +296,7 @@ struct CudaSessionState {
     }
     ~CudaSessionState() {
         cudaSetDevice(device);
+        if (half && half->stream) cudaStreamSynchronize(half->stream);  // it reads the weights freed below
         if (stream) cudaStreamSynchronize(stream);  // steps still in flight read the buffers freed below
         if (upload) cudaStreamSynchronize(upload);
         drop_graphs();
@@ -296,8 +305,10 @@ struct CudaSessionState {
         if (blas) cublasDestroy(blas);
         if (blas_side) cublasDestroy(blas_side);
         for (cudaEvent_t e : events) cudaEventDestroy(e);
+        for (cudaEvent_t e : {fork, join})
+            if (e) cudaEventDestroy(e);
         for (void* p : {(void*)params, (void*)grads, (void*)m, (void*)v, (void*)params16, (void*)decay_mask, blas_workspace,
-                        blas_side_workspace, (void*)work})
+                        blas_side_workspace, (void*)work, (void*)results})
             if (p) cudaFree(p);
         for (Slot& k : slots) {
             for (void* p : {(void*)k.results_host, k.inputs_host})
@@ -427,8 +438,9 @@ struct Blas {
 // A float slot of the workspace holding bf16 values (half of it used).
 bf16* as16(float* p) { return reinterpret_cast<bf16*>(p); }
 
-// What forward_pass and backward_pass both work with: the model, the parameter layout, the
-// session's state, products on its stream, the weights and the workspace.
+// What forward_pass and backward_pass both work with: the model, the parameter layout, the state
+// they run on (the session's, or a second half's: CudaSessionState::half), products on its stream,
+// the session's weights (and their bf16 copy), its workspace and its gradients.
 struct PassContext {
     const ModelConfig& c;
     const ParameterLayout& L;
@@ -436,19 +448,21 @@ struct PassContext {
     Blas blas;
     cudaStream_t st;
     const float* W;
+    const bf16* W16;
     float* ws;
-    StepInputs in;  // on the device: the slot's batch, step values and results
+    float* G;
+    StepInputs in;  // on the device: the batch's words (or a half's), the step's values and results
 };
-PassContext pass_context(CudaSession& session, const Plan& p) {
-    CudaSessionState& s = *session.state;
-    return {session.config, s.layout, s, Blas{s, s.blas}, s.stream, s.params, s.work, inputs_at(s.slot().inputs_device, p)};
+PassContext pass_context(const CudaSession& session, CudaSessionState& part, const StepInputs& in) {
+    const CudaSessionState& s = *session.state;
+    return {session.config, s.layout, part, Blas{part, part.blas}, part.stream, s.params, s.params16, part.work,
+            part.grads, in};
 }
 
-void forward_pass(CudaSession& session, const Plan& p) {
-    const auto [c, L, s, blas, st, W, ws, in] = pass_context(session, p);
+void forward_pass(const CudaSession& session, CudaSessionState& part, const Plan& p, const StepInputs& inputs) {
+    const auto [c, L, s, blas, st, W, W16, ws, G, in] = pass_context(session, part, inputs);
     const std::int32_t *tokens = in.tokens, *lengths = in.lengths, *offsets = in.offsets;
     const std::size_t N = p.N, d = p.d;
-    const bf16* W16 = s.params16;
     // the embedding and the first layer's norm in one pass where the rows allow it
     const bool embedded = embed_and_norm(tokens, W + L.embed, ws + p.x[0], W + L.layers[0].norm1,
                                          ws + p.layers[0].xn1, ws + p.layers[0].r1, N, d, st,
@@ -571,15 +585,14 @@ struct SideProducts {
 // gradients on the side stream.
 std::size_t side_events(std::size_t layers) { return 2 * (1 + 4 * layers); }
 
-void backward_pass(CudaSession& session, const Plan& p) {
-    const auto [c, L, s, blas, st, W, ws, in] = pass_context(session, p);
+void backward_pass(const CudaSession& session, CudaSessionState& part, const Plan& p, const StepInputs& inputs) {
+    const auto [c, L, s, blas, st, W, W16, ws, G, in] = pass_context(session, part, inputs);
     const std::int32_t *lengths = in.lengths, *offsets = in.offsets;
-    float* G = s.grads;
     const std::size_t N = p.N, d = p.d;
     float* dx = ws + p.dx;
     float* dxn = ws + p.dxn;
     SideProducts side{s};
-    STATETRACK_CUDA(cudaMemsetAsync(G, 0, s.layout.total * sizeof(float), st));
+    STATETRACK_CUDA(cudaMemsetAsync(G, 0, L.total * sizeof(float), st));
     // Each sum of this pass writes its partial sums to a region of its own and is added at the end,
     // in one launch (kernels.cuh, Partials); the regions in the order backward_partials lists them.
     std::vector<PartialSum> sums;
@@ -593,7 +606,6 @@ void backward_pass(CudaSession& session, const Plan& p) {
     };
     const std::size_t norm_partials = rmsnorm_backward_partials(N, d);
     bf16* dx16 = p.mlp16 ? as16(ws + p.dx16) : nullptr;  // dx in bf16 for the MLP's products (and wo's)
-    const bf16* W16 = s.params16;
     // head and final norm
     if (p.head_fused) {
         head_step(ws + p.x[c.layers], W + L.norm_f, W + L.head, W + L.head_bias,
@@ -770,20 +782,24 @@ void backward_pass(CudaSession& session, const Plan& p) {
     side.finish();
 }
 
-// Makes the workspace hold `p`; a move of the buffer invalidates every captured graph.
-void reserve(CudaSessionState& s, const Plan& p) {
-    if (s.work_floats < p.total) {
-        STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
+// Makes the workspace of `part` (the session's state s, or its second half's) hold `floats`; a move
+// of the buffer invalidates every captured graph of the session.
+void reserve_work(CudaSessionState& s, CudaSessionState& part, std::size_t floats) {
+    if (part.work_floats < floats) {
+        STATETRACK_CUDA(cudaStreamSynchronize(s.stream));  // the second half's work joins it
         s.drop_graphs();
-        if (s.work) {
-            STATETRACK_CUDA(cudaFree(s.work));
-            s.bytes -= s.work_floats * sizeof(float);
+        if (part.work) {
+            STATETRACK_CUDA(cudaFree(part.work));
+            part.bytes -= part.work_floats * sizeof(float);
         }
-        s.work = nullptr;
-        s.work_floats = 0;
-        s.work = device_alloc<float>(s, p.total);
-        s.work_floats = p.total;
+        part.work = nullptr;
+        part.work_floats = 0;
+        part.work = device_alloc<float>(part, floats);
+        part.work_floats = floats;
     }
+}
+// Makes the current slot's inputs hold plan p's batch.
+void reserve_inputs(CudaSessionState& s, const Plan& p) {
     const std::size_t need = inputs_capacity(p.B, p.T);
     CudaSessionState::Slot& k = s.slot();
     if (k.inputs_capacity < need) {
@@ -799,12 +815,42 @@ void reserve(CudaSessionState& s, const Plan& p) {
     }
 }
 
-// Tests: NaN everywhere in the workspace and the gradients, so a read of anything not written first shows.
+// Tests: NaN everywhere in the workspace and the gradients (the second half's too), so a read of
+// anything not written first shows.
 void poison(const CudaSession& session) {
     if (!session.options.poison) return;
     CudaSessionState& s = *session.state;
-    STATETRACK_CUDA(cudaMemsetAsync(s.work, 0xff, s.work_floats * sizeof(float), s.stream));
-    STATETRACK_CUDA(cudaMemsetAsync(s.grads, 0xff, s.layout.total * sizeof(float), s.stream));
+    for (CudaSessionState* part : {&s, s.half.get()}) {
+        if (!part) continue;
+        STATETRACK_CUDA(cudaMemsetAsync(part->work, 0xff, part->work_floats * sizeof(float), s.stream));
+        STATETRACK_CUDA(cudaMemsetAsync(part->grads, 0xff, s.layout.total * sizeof(float), s.stream));
+        if (part->results) STATETRACK_CUDA(cudaMemsetAsync(part->results, 0xff, sizeof(StepResults), s.stream));
+    }
+}
+
+// A training step on at least CudaOptions::halves_from_rows rows, its words not packed and even in
+// number, runs in two halves of B / 2 words each, the second on the state's `half` with streams of its
+// own: the halves' latency-bound recurrences and bandwidth-bound products and norms then overlap.
+// Deltanet at the paper's sizes, --matmul bf16, H100: 6.85-6.93 ms a step in halves against
+// 7.13-7.15 whole at T = 256, but 3.79-3.80 against 3.65 at T = 128 (halves of 65,536 rows), and two
+// sessions of 512 words were slower than one of 1024 at T = 40; TF32 steps gain ~0.2% at T = 256
+// (docs/PERFORMANCE.md, 2026-11-27, nineteenth session). Both halves' streams take the session's
+// priority: the second half's a step lower, or the lowest, gave 6.90-6.93 ms.
+bool splits_in_halves(const CudaSession& session, const Plan& p) {
+    const std::size_t from = session.options.halves_from_rows;
+    return p.training && !p.packed && p.B % 2 == 0 && from != 0 && p.N >= from;
+}
+// The plan of each half of plan p's batch.
+Plan half_plan(const CudaSession& session, const Plan& p) {
+    return make_plan(session.config, p.B / 2, p.T, true, p.mlp16, cuda_runs_chunked(session));
+}
+// The inputs of the batch's first half (words 0 .. B / 2 - 1) or second (the rest), for the plan h of a
+// half: word b at rows b T .., as the batch is not packed. The step's values are the whole batch's
+// (its labelled count among them: each half's loss is a part of the batch's mean); results: the
+// half's own sums.
+StepInputs half_inputs(const StepInputs& in, const Plan& h, bool second, StepResults* results) {
+    if (!second) return {in.params, in.results, in.tokens, in.targets, in.lengths, nullptr};
+    return {in.params, results, in.tokens + h.N, in.targets + h.N, in.lengths + h.B, nullptr};
 }
 
 void check_batch_shape(const Batch& batch) {
@@ -878,15 +924,36 @@ void enqueue_upload(CudaSessionState& s, const Plan& p) {
     STATETRACK_CUDA(cudaStreamWaitEvent(s.stream, k.uploaded));
 }
 
+// Forward, loss and backward of plan p's words on `part`: the gradients into part's, the loss into
+// in.results.
+void loss_and_gradient_on(const CudaSession& session, CudaSessionState& part, const Plan& p, const StepInputs& in) {
+    forward_pass(session, part, p, in);
+    if (!p.head_fused)
+        cross_entropy(part.work + p.logits, in.targets, part.work + p.dlogits, in.params, in.results, p.N, p.C,
+                      part.work + p.partials, part.stream);
+    backward_pass(session, part, p, in);
+}
+
 void enqueue_loss_and_gradient(CudaSession& session, const Plan& p) {
     CudaSessionState& s = *session.state;
     const StepInputs in = inputs_at(s.slot().inputs_device, p);
-    forward_pass(session, p);
-    if (!p.head_fused)
-        cross_entropy(s.work + p.logits, in.targets, s.work + p.dlogits, in.params, in.results, p.N, p.C,
-                      s.work + p.partials, s.stream);
-    backward_pass(session, p);
-    gradient_square_sum(s.grads, in.results, s.layout.total, s.work + p.partials, s.stream);
+    std::size_t partials = p.partials;
+    if (!splits_in_halves(session, p)) {
+        loss_and_gradient_on(session, s, p, in);
+    } else {  // the second half forks once the inputs are on the device, and joins before the sums
+        const Plan h = half_plan(session, p);
+        CudaSessionState& t = *s.half;
+        STATETRACK_CUDA(cudaEventRecord(s.fork, s.stream));
+        STATETRACK_CUDA(cudaStreamWaitEvent(t.stream, s.fork));
+        STATETRACK_CUDA(cudaMemsetAsync(t.results, 0, sizeof(StepResults), t.stream));
+        loss_and_gradient_on(session, s, h, half_inputs(in, h, false, nullptr));
+        loss_and_gradient_on(session, t, h, half_inputs(in, h, true, t.results));
+        STATETRACK_CUDA(cudaEventRecord(s.join, t.stream));
+        STATETRACK_CUDA(cudaStreamWaitEvent(s.stream, s.join));
+        add_half_step(s.grads, t.grads, s.layout.total, in.results, t.results, s.stream);
+        partials = h.partials;  // the workspace holds a half's plan
+    }
+    gradient_square_sum(s.grads, in.results, s.layout.total, s.work + partials, s.stream);
 }
 // to_host: the step's results into the slot's pinned results_host by the AdamW kernel itself (the
 // last node of a training step's graph was a device-to-host copy of them, and the next step's graph
@@ -983,6 +1050,53 @@ std::size_t packed_rows(const CudaSession& session, const Batch& batch) {
     return rows < batch.batch * batch.length ? rows : 0;
 }
 
+// A state's streams and products (the session's, and a second half's: CudaSessionState::half): its
+// stream, cuBLAS and cuBLASLt on it with a workspace, the weight gradients' side stream with a handle
+// and workspace of its own, the events that fork and join the side stream, and the halves' two.
+void make_streams(CudaSessionState& s, const CudaOptions& options, std::size_t layers) {
+    // The chain of input gradients ahead of the side stream's weight gradients (SideProducts): where
+    // both have blocks waiting, the chain's take the SMs first, and the weight gradients fill the gaps
+    // and tails it leaves. TF32 and bf16 steps 0 to -1.5% (H100). Not under --matmul fp32, whose
+    // weight gradients are long SIMT products: held back so, they ran past the chain's end (+8% at T =
+    // 40). The graphs keep the priority (cudaGraphInstantiateFlagUseNodePriority).
+    int least_priority = 0, greatest_priority = 0;
+    STATETRACK_CUDA(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
+    const int priority = options.matmul == MatmulPrecision::fp32 ? least_priority : greatest_priority;
+    STATETRACK_CUDA(cudaStreamCreateWithPriority(&s.stream, cudaStreamNonBlocking, priority));
+    STATETRACK_BLAS(cublasCreate(&s.blas));
+    STATETRACK_BLAS(cublasLtCreate(&s.lt));
+    STATETRACK_BLAS(cublasSetStream(s.blas, s.stream));
+    s.blas_workspace = device_alloc<char>(s, blas_workspace_bytes);
+    STATETRACK_BLAS(cublasSetWorkspace(s.blas, s.blas_workspace, blas_workspace_bytes));
+    STATETRACK_CUDA(cudaStreamCreateWithFlags(&s.side, cudaStreamNonBlocking));
+    STATETRACK_BLAS(cublasCreate(&s.blas_side));
+    STATETRACK_BLAS(cublasSetStream(s.blas_side, s.side));
+    s.blas_side_workspace = device_alloc<char>(s, blas_workspace_bytes);
+    STATETRACK_BLAS(cublasSetWorkspace(s.blas_side, s.blas_side_workspace, blas_workspace_bytes));
+    s.events.resize(side_events(layers));
+    for (cudaEvent_t& e : s.events) STATETRACK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    const bool exact = options.matmul == MatmulPrecision::fp32;
+    s.compute = exact ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F_FAST_TF32;
+    for (cublasHandle_t h : {s.blas, s.blas_side})
+        STATETRACK_BLAS(cublasSetMathMode(h, exact ? CUBLAS_PEDANTIC_MATH : CUBLAS_TF32_TENSOR_OP_MATH));
+    for (cudaEvent_t* e : {&s.fork, &s.join}) STATETRACK_CUDA(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+}
+
+// The state of a step's second half (splits_in_halves), made at the first such step: streams and
+// products as the session's, gradients and results of its own.
+CudaSessionState& second_half(const CudaSession& session) {
+    CudaSessionState& s = *session.state;
+    if (!s.half) {
+        auto half = std::make_unique<CudaSessionState>();
+        half->device = s.device;
+        make_streams(*half, session.options, session.config.layers);
+        half->grads = device_alloc<float>(*half, s.layout.total);
+        half->results = device_alloc<StepResults>(*half, 1);
+        s.half = std::move(half);
+    }
+    return *s.half;
+}
+
 // The start of every batch call: checks, the session's GPU, the workspace for this shape, the batch
 // staged in pinned memory and the step's values (adamw null: no optimizer step).
 Plan prepare(CudaSession& session, const Batch& batch, bool training, const AdamWOptions* adamw, std::size_t step,
@@ -991,7 +1105,14 @@ Plan prepare(CudaSession& session, const Batch& batch, bool training, const Adam
     CudaSessionState& s = on_device(session);
     const Plan p = make_plan(session.config, batch.batch, batch.length, training, s.params16 != nullptr,
                              cuda_runs_chunked(session), training ? packed_rows(session, batch) : 0);
-    reserve(s, p);
+    if (splits_in_halves(session, p)) {
+        const std::size_t floats = half_plan(session, p).total;
+        reserve_work(s, s, floats);
+        reserve_work(s, second_half(session), floats);
+    } else {
+        reserve_work(s, s, p.total);
+    }
+    reserve_inputs(s, p);
     // the slot's last upload has read its host buffer (always, unless a call failed after enqueueing
     // it: the steps' and calls' own waits cover the rest)
     STATETRACK_CUDA(cudaEventSynchronize(s.slot().uploaded));
@@ -1067,31 +1188,7 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
     session.state->layout = parameter_layout(config, GateSlot::after_values);
     CudaSessionState& s = on_device(session);
     const std::size_t total = s.layout.total;  // the canonical total and the projections' padding rows
-    // The chain of input gradients ahead of the side stream's weight gradients (SideProducts): where
-    // both have blocks waiting, the chain's take the SMs first, and the weight gradients fill the gaps
-    // and tails it leaves. TF32 and bf16 steps 0 to -1.5% (H100). Not under --matmul fp32, whose
-    // weight gradients are long SIMT products: held back so, they ran past the chain's end (+8% at T =
-    // 40). The graphs keep the priority (cudaGraphInstantiateFlagUseNodePriority).
-    int least_priority = 0, greatest_priority = 0;
-    STATETRACK_CUDA(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
-    const int priority = options.matmul == MatmulPrecision::fp32 ? least_priority : greatest_priority;
-    STATETRACK_CUDA(cudaStreamCreateWithPriority(&s.stream, cudaStreamNonBlocking, priority));
-    STATETRACK_BLAS(cublasCreate(&s.blas));
-    STATETRACK_BLAS(cublasLtCreate(&s.lt));
-    STATETRACK_BLAS(cublasSetStream(s.blas, s.stream));
-    s.blas_workspace = device_alloc<char>(s, blas_workspace_bytes);
-    STATETRACK_BLAS(cublasSetWorkspace(s.blas, s.blas_workspace, blas_workspace_bytes));
-    STATETRACK_CUDA(cudaStreamCreateWithFlags(&s.side, cudaStreamNonBlocking));
-    STATETRACK_BLAS(cublasCreate(&s.blas_side));
-    STATETRACK_BLAS(cublasSetStream(s.blas_side, s.side));
-    s.blas_side_workspace = device_alloc<char>(s, blas_workspace_bytes);
-    STATETRACK_BLAS(cublasSetWorkspace(s.blas_side, s.blas_side_workspace, blas_workspace_bytes));
-    s.events.resize(side_events(config.layers));
-    for (cudaEvent_t& e : s.events) STATETRACK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    const bool exact = options.matmul == MatmulPrecision::fp32;
-    s.compute = exact ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F_FAST_TF32;
-    for (cublasHandle_t h : {s.blas, s.blas_side})
-        STATETRACK_BLAS(cublasSetMathMode(h, exact ? CUBLAS_PEDANTIC_MATH : CUBLAS_TF32_TENSOR_OP_MATH));
+    make_streams(s, options, config.layers);
     s.params = device_alloc<float>(s, total), s.grads = device_alloc<float>(s, total);
     if (options.matmul == MatmulPrecision::bf16) s.params16 = device_alloc<bf16>(s, total);
     s.m = device_alloc<float>(s, total), s.v = device_alloc<float>(s, total);
@@ -1145,7 +1242,7 @@ void cuda_forward(CudaSession& session, const Batch& batch, std::vector<float>& 
     CudaSessionState& s = *session.state;
     poison(session);
     enqueue_upload(s, p);
-    forward_pass(session, p);
+    forward_pass(session, s, p, inputs_at(s.slot().inputs_device, p));
     logits.resize(p.N * p.C);
     STATETRACK_CUDA(cudaMemcpyAsync(logits.data(), s.work + p.logits, logits.size() * sizeof(float),
                                     cudaMemcpyDeviceToHost, s.stream));
@@ -1233,6 +1330,7 @@ void cuda_start_step(CudaSession& session, const Batch& batch, const AdamWOption
         launch_step(session, s, p, enqueue_step);
     } catch (...) {
         cudaStreamSynchronize(s.stream);
+        if (s.half) cudaStreamSynchronize(s.half->stream);
         throw;
     }
     s.in_flight.push_back(s.current);
@@ -1267,7 +1365,17 @@ bool cuda_runs_chunked(const CudaSession& session) {
 
 bool cuda_packs_words(const CudaSession& session, const Batch& batch) { return packed_rows(session, batch) != 0; }
 
-std::size_t cuda_session_bytes(const CudaSession& session) { return session.state ? session.state->bytes : 0; }
+bool cuda_splits_in_halves(const CudaSession& session, const Batch& batch) {
+    const Plan p = make_plan(session.config, batch.batch, batch.length, true, session.state->params16 != nullptr,
+                             cuda_runs_chunked(session), packed_rows(session, batch));
+    return splits_in_halves(session, p);
+}
+
+std::size_t cuda_session_bytes(const CudaSession& session) {
+    if (!session.state) return 0;
+    const CudaSessionState& s = *session.state;
+    return s.bytes + (s.half ? s.half->bytes : 0);
+}
 
 std::size_t cuda_device_bytes_in_use() {
     std::size_t free = 0, total = 0;

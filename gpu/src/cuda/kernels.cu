@@ -675,6 +675,13 @@ __global__ void square_sum_kernel(const float* g, double* partials, std::size_t 
     if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
 
+__global__ void add_half_step_kernel(float* g, const float* half_g, std::size_t count, StepResults* results,
+                                     const StepResults* half_results) {
+    const std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i == 0) results->loss_sum += half_results->loss_sum, results->correct += half_results->correct;
+    if (i < count) g[i] += half_g[i];
+}
+
 // As adamw_step in optimizer.cpp, with the clipping scale from the norm computed on the device.
 __global__ void adamw_kernel(const StepParams* params, const StepResults* results, const std::uint8_t* decay_mask,
                              float* w, float* g, float* m, float* v, std::size_t count, StepResults* to_host) {
@@ -1165,6 +1172,12 @@ void gradient_square_sum(const float* grads, StepResults* results, std::size_t c
     square_sum_kernel<<<blocks, threads, 0, stream>>>(grads, parts, count);
     launched("gradient_square_sum");
     add_double_sum(parts, blocks, &results->grad_sq, stream);
+}
+
+void add_half_step(float* grads, const float* half_grads, std::size_t count, StepResults* results,
+                   const StepResults* half_results, cudaStream_t stream) {
+    add_half_step_kernel<<<blocks_for(count), threads, 0, stream>>>(grads, half_grads, count, results, half_results);
+    launched("add_half_step");
 }
 
 void adamw(const StepParams* params, const StepResults* results, const std::uint8_t* decay_mask, float* w, float* g,

@@ -192,6 +192,11 @@ void head_step(const float* x, const float* g, const float* w, const float* bias
                float* dg, std::size_t rows, std::size_t d, std::size_t classes, const Partials& partials,
                double* loss_partials, cudaStream_t stream);
 
+// A step in two halves of its batch (cuda_backend.cu): the second half's gradients and its loss and
+// correct counts added into the first's, element by element (the same bits every run).
+void add_half_step(float* grads, const float* half_grads, std::size_t count, StepResults* results,
+                   const StepResults* half_results, cudaStream_t stream);
+
 // results->grad_sq += sum g^2; then AdamW over every parameter (decay_mask: 1 where weight decay
 // applies), which also copies the step's results to to_host (pinned host memory, which the device
 // writes directly; null: no copy).

@@ -55,6 +55,13 @@ struct CudaOptions {
     // --matmul bf16: products of our own with SwiGLU or an RMSNorm inside (fused_products.cu) where the
     // shape and the rows allow; false: cuBLAS, the SwiGLU and the norm kernels apart (tests, comparisons)
     bool fused_products = true;
+    // Training steps on at least this many rows, with an even number of words and not packed, run as
+    // two halves of the batch on two streams at once (each half its own workspace and gradients,
+    // added before the gradient norm): the halves' latency-bound recurrence kernels and bandwidth-bound
+    // products and norms overlap. 0: never (tests, comparisons). The default, 2^18 rows (T = 256 at B
+    // = 1024), is where it was measured to pay: -4% there, +4% at T = 128 (docs/PERFORMANCE.md,
+    // 2026-11-27, nineteenth session).
+    std::size_t halves_from_rows = std::size_t(1) << 18;
 };
 
 // Head dimensions with a register-resident recurrence kernel (d_model / heads must be one of these).
@@ -134,6 +141,9 @@ bool cuda_runs_chunked(const CudaSession& session);
 // the result is the same up to rounding (the products sum over other rows). Forward passes
 // (cuda_forward) keep the padded rows: their logits come back [B T][classes].
 bool cuda_packs_words(const CudaSession& session, const Batch& batch);
+
+// Whether a training step on `batch` runs in two halves (CudaOptions::halves_from_rows).
+bool cuda_splits_in_halves(const CudaSession& session, const Batch& batch);
 
 // Bytes of device memory the session's own allocations hold.
 std::size_t cuda_session_bytes(const CudaSession& session);
