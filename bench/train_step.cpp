@@ -3,6 +3,7 @@
 // time for a deltanet to reach scaled accuracy 1.0 on parity at test lengths 40-256.
 //
 //   bench_train_step [--steps N] [--out FILE] [--learn | --only-learn] [--learn-steps N (6000)] [--lr X (1e-2)]
+//                    [--only TEXT (the rows whose name holds TEXT)] [--halves-from-rows N (CudaOptions' default)]
 //   bench_train_step --profile [--profile-model M] [--profile-matmul P] [--profile-words MIN]
 //                        (for ncu: deltanet, or M, with TF32 products, or P, at T = 40 and 256, three
 //                        steps each without a graph; words of lengths MIN..T, as training's, if given)
@@ -51,7 +52,9 @@ struct Shape {
     bool halves = true;        // CudaOptions::halves_from_rows at its default; false: 0 (the whole batch)
 };
 
-nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
+// halves_from_rows: CudaOptions::halves_from_rows for the rows that take halves (Shape::halves)
+nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps,
+                          std::size_t halves_from_rows = CudaOptions{}.halves_from_rows) {
     ModelConfig c;
     parse_model_name(s.model, c);
     c.eig = EigRange::signed_unit;
@@ -60,7 +63,7 @@ nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
     const std::size_t before = cuda_device_bytes_in_use();
     CudaOptions options{s.matmul, s.graphs, false};
     options.packed = s.packed, options.chunked = s.chunked;
-    if (!s.halves) options.halves_from_rows = 0;
+    options.halves_from_rows = s.halves ? halves_from_rows : 0;
     CudaSession session = make_cuda_session(c, options);
     const auto layout = parameter_layout(c);
     std::vector<float> w(layout.total);
@@ -93,7 +96,7 @@ nlohmann::json time_shape(const Shape& s, std::size_t B, std::size_t steps) {
             {"T", s.T},             {"matmul", to_string(s.matmul)},
             {"graphs", s.graphs},   {"shortest", s.shortest ? s.shortest : s.T},
             {"packed", cuda_packs_words(session, batches[0])}, {"chunked", cuda_runs_chunked(session)},
-            {"halves", cuda_splits_in_halves(session, batches[0])},
+            {"halves", cuda_splits_in_halves(session, batches[0])}, {"halves_from_rows", options.halves_from_rows},
             {"ms_per_step", ms},    {"tokens_per_s", double(B * s.T) / (ms * 1e-3)},
             {"ms_per_step_pipelined", ms_pipelined},
             {"session_mib", double(cuda_session_bytes(session)) / double(1 << 20)},
@@ -192,11 +195,13 @@ nlohmann::json learn(EigRange eig, std::size_t steps, double lr, std::uint64_t s
 int main(int argc, char** argv) {
     // lr 1e-2 over 6000 steps: the setting that reached scaled accuracy 1.0 through `statetrack train`
     // (docs/training.md); 1e-3 stayed below 0.95 in this budget
-    std::size_t steps = 50, learn_steps = 6000, profile_words = 0;
+    std::size_t steps = 50, learn_steps = 6000, profile_words = 0, halves_from_rows = CudaOptions{}.halves_from_rows;
+    std::string only;  // --only: the rows whose name holds it
     double lr = 1e-2;
     bool do_learn = false, only_learn = false, profile = false, profile_options_given = false;
     std::string out = "bench_train_step.json", profile_model = "deltanet", profile_matmul = "tf32";
     const char* usage = "usage: bench_train_step [--steps N] [--out FILE] [--learn|--only-learn] [--learn-steps N] [--lr X] "
+                        "[--only TEXT] [--halves-from-rows N] "
                         "[--profile [--profile-model M] [--profile-matmul P] [--profile-words MIN]]\n";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -208,6 +213,8 @@ int main(int argc, char** argv) {
             else if (a == "--only-learn") do_learn = only_learn = true;
             else if (a == "--learn-steps") learn_steps = std::stoul(value());
             else if (a == "--lr") lr = std::stod(value());
+            else if (a == "--only") only = value();
+            else if (a == "--halves-from-rows") halves_from_rows = std::stoul(value());
             else if (a == "--profile") profile = true;
             else if (a == "--profile-model") profile_model = value(), profile_options_given = true;
             else if (a == "--profile-matmul") profile_matmul = value(), profile_options_given = true;
@@ -288,7 +295,8 @@ int main(int argc, char** argv) {
         fmt::print("{:<26} {:>5} {:>6} {:>5} {:>10} {:>10} {:>14} {:>11} {:>11}\n", "shape", "T", "matmul", "graph",
                    "ms/step", "pipelined", "tokens/s", "session MiB", "device MiB");
         for (const Shape& s : shapes) {
-            const auto r = time_shape(s, 1024, steps);
+            if (s.name.find(only) == std::string::npos) continue;
+            const auto r = time_shape(s, 1024, steps, halves_from_rows);
             rows.push_back(r);
             fmt::print("{:<26} {:>5} {:>6} {:>5} {:>10.3f} {:>10.3f} {:>14.3e} {:>11.0f} {:>11.0f}\n", s.name, s.T,
                        to_string(s.matmul), s.graphs ? "yes" : "no", r["ms_per_step"].get<double>(),
