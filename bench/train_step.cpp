@@ -264,7 +264,8 @@ int main(int argc, char** argv) {
             shapes.push_back({"modarith (3 layers)", "deltanet", 3, T, 8, 5});
         }
         for (std::size_t T : {40, 256}) shapes.push_back({"deltanet, bf16 products", "deltanet", 2, T, 2, 2, MatmulPrecision::bf16});
-        // steps in two halves of the batch (CudaOptions::halves_from_rows: from T = 128 here) against the whole
+        // steps in two halves of the batch (CudaOptions::halves_from_rows: T = 256 here; T = 128 runs whole at the
+        // default, or in halves with --halves-from-rows 131072) against the whole batch
         shapes.push_back({"deltanet, bf16 products", "deltanet", 2, 128, 2, 2, MatmulPrecision::bf16});
         for (const std::size_t T : {128, 256}) {
             shapes.push_back({"deltanet, bf16, whole batch", "deltanet", 2, T, 2, 2, MatmulPrecision::bf16, true, 0, true,

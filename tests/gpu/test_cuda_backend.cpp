@@ -1078,6 +1078,15 @@ TEST(CudaBackend, Fp32MatchesCpuReferenceInHalves) {
             expect_fp32_match(r);
         }
     }
+    {  // more classes than head_step takes: the loss by cross_entropy, each half's into its own results
+        auto c = config_for("deltanet", EigRange::signed_unit, 16, 2);
+        c.classes = 10;
+        validate(c);
+        SCOPED_TRACE("deltanet, 10 classes");
+        const Comparison r = compare(c, c, MatmulPrecision::fp32, ++seed, 6, 21, true, nullptr, false, true);
+        EXPECT_TRUE(r.halves);
+        expect_fp32_match(r);
+    }
     for (const char* model : {"deltanet", "deltaproduct:2"}) {
         const auto c = config_for(model, EigRange::signed_unit, 64, 2);
         SCOPED_TRACE(std::string(model) + " bf16");
@@ -1118,6 +1127,9 @@ TEST(CudaBackend, HalvesTrainAsTheWholeBatch) {
         EXPECT_NEAR(pass[1].loss, pass[0].loss, tolerance * pass[0].loss);
         EXPECT_NEAR(pass[1].grad_norm, pass[0].grad_norm, tolerance * pass[0].grad_norm);
         EXPECT_EQ(pass[1].labelled, pass[0].labelled);
+        if (matmul == MatmulPrecision::fp32) {
+            EXPECT_EQ(pass[1].correct, pass[0].correct);  // the second half's counted
+        }
         const double gradients = relative_error(g[1], g[0], 0, layout.total);
         std::printf("halves against the whole batch, %s: loss %.2e, gradients %.2e\n", to_string(matmul),
                     std::abs(pass[1].loss - pass[0].loss) / pass[0].loss, gradients);
@@ -1162,15 +1174,22 @@ TEST(CudaBackend, HalvesTrainAsTheWholeBatch) {
 // Steps begun while the one before runs (cuda_start_step, two in flight, as the trainer runs them)
 // give the bits of steps taken one at a time: the same losses, norms and counts, and the same
 // weights and moments after them. The shapes change between steps, so a graph is captured for a new
-// shape in each slot while a step runs, and the workspace grows while a step is in flight.
+// shape in each slot while a step runs, and the workspace grows while a step is in flight; in halves
+// (padded words, CudaOptions::halves_from_rows 1) the steps alternate between two halves and the
+// whole batch (an odd word count), and a step's second half must not start before the step before
+// has updated the weights.
 TEST(CudaBackend, PipelinedStepsEqualSingleSteps) {
     SKIP_WITHOUT_GPU();
     struct Case {
         const char* model;
         bool graphs;
+        bool halves = false;  // padded words in halves (CudaOptions::halves_from_rows 1), one batch of an odd count whole
     };
-    for (const Case k : {Case{"deltanet", true}, Case{"mamba", true}, Case{"deltanet", false}, Case{"lstm", true}}) {
-        SCOPED_TRACE(std::string(k.model) + (k.graphs ? " graphs" : " no graphs"));
+    for (const Case k : {Case{"deltanet", true}, Case{"mamba", true}, Case{"deltanet", false}, Case{"lstm", true},
+                         Case{"deltanet", true, true}, Case{"mamba", false, true}}) {
+        SCOPED_TRACE(std::string(k.model) + (k.graphs ? " graphs" : " no graphs") + (k.halves ? " halves" : ""));
+        CudaOptions options{MatmulPrecision::tf32, k.graphs, true};  // poisoned
+        if (k.halves) options.packed = false, options.halves_from_rows = 1;
         // deltanet at head_dim 32: the chunked kernels, whose training steps pack the words (a graph per
         // number of rows, too)
         const std::string model = k.model;
@@ -1183,7 +1202,7 @@ TEST(CudaBackend, PipelinedStepsEqualSingleSteps) {
         const std::size_t lengths[] = {40, 40, 12, 40, 12, 64, 64, 40, 64};  // 64: the workspace grows
         std::vector<Batch> batches;
         for (std::size_t i = 0; i < std::size(lengths); ++i)
-            batches.push_back(random_batch(48, lengths[i], c.vocab, c.classes, 900 + i));
+            batches.push_back(random_batch(k.halves && i == 4 ? 47 : 48, lengths[i], c.vocab, c.classes, 900 + i));
         struct Run {
             std::vector<CudaStepResult> results;
             std::vector<float> w, m, v;
@@ -1197,14 +1216,16 @@ TEST(CudaBackend, PipelinedStepsEqualSingleSteps) {
         };
         Run single, pipelined;
         {
-            CudaSession session = make_cuda_session(c, {MatmulPrecision::tf32, k.graphs, true});  // poisoned
+            CudaSession session = make_cuda_session(c, options);
             upload_parameters(session, w0);
-            for (std::size_t i = 0; i < batches.size(); ++i)
+            for (std::size_t i = 0; i < batches.size(); ++i) {
+                EXPECT_EQ(cuda_splits_in_halves(session, batches[i]), k.halves && i != 4);
                 single.results.push_back(cuda_train_step(session, batches[i], o, i, o.lr));
+            }
             finish_run(session, single);
         }
         {
-            CudaSession session = make_cuda_session(c, {MatmulPrecision::tf32, k.graphs, true});
+            CudaSession session = make_cuda_session(c, options);
             upload_parameters(session, w0);
             cuda_start_step(session, batches[0], o, 0, o.lr);
             for (std::size_t i = 0; i < batches.size(); ++i) {

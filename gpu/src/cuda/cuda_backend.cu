@@ -831,8 +831,8 @@ void poison(const CudaSession& session) {
 // A training step on at least CudaOptions::halves_from_rows rows, its words not packed and even in
 // number, runs in two halves of B / 2 words each, the second on the state's `half` with streams of its
 // own: the halves' latency-bound recurrences and bandwidth-bound products and norms then overlap.
-// Deltanet at the paper's sizes, --matmul bf16, H100: 6.85-6.93 ms a step in halves against
-// 7.13-7.15 whole at T = 256, but 3.79-3.80 against 3.65 at T = 128 (halves of 65,536 rows), and two
+// Deltanet at the paper's sizes, --matmul bf16, H100: 6.85-6.89 ms a step in halves against
+// 7.13-7.16 whole at T = 256, but 3.79-3.80 against 3.65 at T = 128 (halves of 65,536 rows), and two
 // sessions of 512 words were slower than one of 1024 at T = 40; TF32 steps gain ~0.2% at T = 256
 // (docs/PERFORMANCE.md, 2026-11-27, nineteenth session). Both halves' streams take the session's
 // priority: the second half's a step lower, or the lowest, gave 6.90-6.93 ms.
@@ -943,13 +943,26 @@ void enqueue_loss_and_gradient(CudaSession& session, const Plan& p) {
     } else {  // the second half forks once the inputs are on the device, and joins before the sums
         const Plan h = half_plan(session, p);
         CudaSessionState& t = *s.half;
+        // the second half joins the session's stream on every way out, an exception's too (as
+        // SideProducts' side stream): the caller then waits for it with the session's stream
+        struct Join {
+            CudaSessionState& s;
+            bool done = false;
+            void now() {
+                STATETRACK_CUDA(cudaEventRecord(s.join, s.half->stream));
+                STATETRACK_CUDA(cudaStreamWaitEvent(s.stream, s.join));
+                done = true;
+            }
+            ~Join() {
+                if (!done && cudaEventRecord(s.join, s.half->stream) == cudaSuccess) cudaStreamWaitEvent(s.stream, s.join);
+            }
+        } join{s};
         STATETRACK_CUDA(cudaEventRecord(s.fork, s.stream));
         STATETRACK_CUDA(cudaStreamWaitEvent(t.stream, s.fork));
         STATETRACK_CUDA(cudaMemsetAsync(t.results, 0, sizeof(StepResults), t.stream));
         loss_and_gradient_on(session, s, h, half_inputs(in, h, false, nullptr));
         loss_and_gradient_on(session, t, h, half_inputs(in, h, true, t.results));
-        STATETRACK_CUDA(cudaEventRecord(s.join, t.stream));
-        STATETRACK_CUDA(cudaStreamWaitEvent(s.stream, s.join));
+        join.now();
         add_half_step(s.grads, t.grads, s.layout.total, in.results, t.results, s.stream);
         partials = h.partials;  // the workspace holds a half's plan
     }
