@@ -1110,14 +1110,19 @@ CudaSessionState& second_half(const CudaSession& session) {
     return *s.half;
 }
 
+// The plan of a batch call on `batch` (training: a training step's, whose words may be packed).
+Plan batch_plan(const CudaSession& session, const Batch& batch, bool training) {
+    return make_plan(session.config, batch.batch, batch.length, training, session.state->params16 != nullptr,
+                     cuda_runs_chunked(session), training ? packed_rows(session, batch) : 0);
+}
+
 // The start of every batch call: checks, the session's GPU, the workspace for this shape, the batch
 // staged in pinned memory and the step's values (adamw null: no optimizer step).
 Plan prepare(CudaSession& session, const Batch& batch, bool training, const AdamWOptions* adamw, std::size_t step,
              double lr) {
     check_batch_shape(batch);
     CudaSessionState& s = on_device(session);
-    const Plan p = make_plan(session.config, batch.batch, batch.length, training, s.params16 != nullptr,
-                             cuda_runs_chunked(session), training ? packed_rows(session, batch) : 0);
+    const Plan p = batch_plan(session, batch, training);
     if (splits_in_halves(session, p)) {
         const std::size_t floats = half_plan(session, p).total;
         reserve_work(s, s, floats);
@@ -1379,9 +1384,7 @@ bool cuda_runs_chunked(const CudaSession& session) {
 bool cuda_packs_words(const CudaSession& session, const Batch& batch) { return packed_rows(session, batch) != 0; }
 
 bool cuda_splits_in_halves(const CudaSession& session, const Batch& batch) {
-    const Plan p = make_plan(session.config, batch.batch, batch.length, true, session.state->params16 != nullptr,
-                             cuda_runs_chunked(session), packed_rows(session, batch));
-    return splits_in_halves(session, p);
+    return splits_in_halves(session, batch_plan(session, batch, true));
 }
 
 std::size_t cuda_session_bytes(const CudaSession& session) {
