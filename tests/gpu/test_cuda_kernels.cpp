@@ -303,6 +303,68 @@ bool two_norm_blocks_fit() {
     STATETRACK_CUDA(cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
     return shared >= 2 * (107520 + 1024);
 }
+// A case's random inputs: dy with NaN past K in each row (never summed), w, x, dx's value before
+// (accumulate), rinv and the gain.
+struct NormInputs {
+    std::vector<bf16> dy, w;
+    std::vector<float> x, dx_before, rinv, gain;
+};
+NormInputs norm_inputs(const NormCase& c) {
+    Rng rng = make_rng(c.rows + c.K + c.d, 14);
+    NormInputs in;
+    in.dy = random_bf16(c.rows * c.ldy, 1.0, rng);
+    for (std::size_t r = 0; r < c.rows; ++r)
+        for (std::size_t k = c.K; k < c.ldy; ++k) in.dy[r * c.ldy + k] = __float2bfloat16(NAN);
+    in.w = random_bf16(c.K * c.d, 0.1, rng);
+    in.x.resize(c.rows * c.d), in.dx_before.resize(c.rows * c.d), in.rinv.resize(c.rows), in.gain.resize(c.d);
+    for (float& v : in.x) v = float(normal(rng));
+    for (float& v : in.dx_before) v = float(normal(rng));
+    for (float& v : in.rinv) v = float(0.5 + 0.5 * std::abs(normal(rng)));
+    for (float& v : in.gain) v = float(1.0 + 0.2 * normal(rng));
+    return in;
+}
+// The fp64 reference: dx's entries and their bounds, the gain's gradient and what its bound is made of.
+struct NormReference {
+    std::vector<double> dx, bound, g, g_magnitude, g_carried;
+};
+NormReference norm_reference(const NormCase& c, const NormInputs& in) {
+    NormReference ref{std::vector<double>(c.rows * c.d), std::vector<double>(c.rows * c.d), std::vector<double>(c.d),
+                      std::vector<double>(c.d), std::vector<double>(c.d)};
+    std::vector<double> dxn(c.d), err(c.d);
+    const double sums_k = fp32_sums_bound(c.K), sums_d = fp32_sums_bound(c.d);
+    for (std::size_t row = 0; row < c.rows; ++row) {
+        const double r = in.rinv[row];
+        double dot = 0, dot_magnitude = 0, carried = 0;  // carried: sum |g x| err of the row's dxn
+        for (std::size_t o = 0; o < c.d; ++o) {
+            double v = 0, magnitude = 0;
+            for (std::size_t k = 0; k < c.K; ++k) {
+                const double term = value(in.dy[row * c.ldy + k]) * value(in.w[k * c.d + o]);
+                v += term, magnitude += std::abs(term);
+            }
+            dxn[o] = v, err[o] = sums_k * magnitude;
+            const double gx = double(in.gain[o]) * in.x[row * c.d + o];
+            dot += gx * v, dot_magnitude += std::abs(gx * v), carried += std::abs(gx) * err[o];
+        }
+        for (std::size_t o = 0; o < c.d; ++o) {
+            const double xo = in.x[row * c.d + o], before = c.accumulate ? in.dx_before[row * c.d + o] : 0.0;
+            const double first = r * in.gain[o] * dxn[o], second = xo * r * r * r * dot / double(c.d);
+            ref.dx[row * c.d + o] = before + first - second;
+            ref.bound[row * c.d + o] = std::abs(r * in.gain[o]) * err[o] +
+                                       std::abs(xo) * r * r * r / double(c.d) * (carried + sums_d * dot_magnitude) +
+                                       0x1p-21 * (std::abs(first) + std::abs(second) + std::abs(before)) + 1e-30;
+            ref.g[o] += dxn[o] * xo * r;
+            ref.g_magnitude[o] += std::abs(dxn[o] * xo * r), ref.g_carried[o] += std::abs(xo * r) * err[o];
+        }
+    }
+    return ref;
+}
+// The fp32 error bound of sums over the kernel's longest chain of additions: a lane's rows over its
+// block's tiles, the block's warps, the blocks.
+double norm_chain_bound(std::size_t rows) {
+    const std::size_t tile = 128, tiles = (rows + tile - 1) / tile, blocks = std::min<std::size_t>(tiles, 2 * sm_count());
+    return fp32_sums_bound(16 * ((tiles + blocks - 1) / blocks) + 8 + blocks);
+}
+
 TEST(CudaKernels, NormBackwardProductMatchesFp64OverManyTiles) {
     SKIP_WITHOUT_GPU();
     const std::size_t blocks_most = 2 * sm_count(), tile = 128, repeated = 3 * blocks_most * tile + 77;
@@ -310,25 +372,16 @@ TEST(CudaKernels, NormBackwardProductMatchesFp64OverManyTiles) {
                              NormCase{7, 48, 56, 32, false, true}, NormCase{repeated, 48, 56, 32, true, true},
                              NormCase{777, 392, 392, 128, true, false}, NormCase{333, 200, 208, 64, true, true},
                              NormCase{repeated, 200, 208, 64, true, false}, NormCase{3000, 392, 392, 128, true, true}}) {
-        Rng rng = make_rng(c.rows + c.K + c.d, 14);
-        auto dy = random_bf16(c.rows * c.ldy, 1.0, rng);
-        for (std::size_t r = 0; r < c.rows; ++r)
-            for (std::size_t k = c.K; k < c.ldy; ++k) dy[r * c.ldy + k] = __float2bfloat16(NAN);
-        const auto w = random_bf16(c.K * c.d, 0.1, rng);
-        std::vector<float> x(c.rows * c.d), dx_before(c.rows * c.d), rinv(c.rows), gain(c.d);
-        for (float& v : x) v = float(normal(rng));
-        for (float& v : dx_before) v = float(normal(rng));
-        for (float& v : rinv) v = float(0.5 + 0.5 * std::abs(normal(rng)));
-        for (float& v : gain) v = float(1.0 + 0.2 * normal(rng));
-        DeviceArray<bf16> ddy(dy.size()), dw(w.size()), ddx16((c.rows + guard_rows) * c.d);
-        DeviceArray<float> dx_arr(x.size()), drinv(rinv.size()), dgain(gain.size()), ddx((c.rows + guard_rows) * c.d),
-            dg(c.d), scratch(rmsnorm_backward_partials(c.rows, c.d));
-        upload(ddy, dy), upload(dw, w), upload(dx_arr, x), upload(drinv, rinv), upload(dgain, gain);
+        const NormInputs in = norm_inputs(c);
+        DeviceArray<bf16> ddy(in.dy.size()), dw(in.w.size()), ddx16((c.rows + guard_rows) * c.d);
+        DeviceArray<float> dx_arr(in.x.size()), drinv(in.rinv.size()), dgain(in.gain.size()),
+            ddx((c.rows + guard_rows) * c.d), dg(c.d), scratch(rmsnorm_backward_partials(c.rows, c.d));
+        upload(ddy, in.dy), upload(dw, in.w), upload(dx_arr, in.x), upload(drinv, in.rinv), upload(dgain, in.gain);
         // one run from poisoned outputs: whether it ran, and dx, dx16 and the gain's gradient
         auto run = [&](std::vector<float>& got, std::vector<bf16>& got16, std::vector<float>& got_g) {
             poison(ddx), poison(ddx16);
             if (c.accumulate)
-                STATETRACK_CUDA(cudaMemcpy(ddx.data, dx_before.data(), dx_before.size() * sizeof(float),
+                STATETRACK_CUDA(cudaMemcpy(ddx.data, in.dx_before.data(), in.dx_before.size() * sizeof(float),
                                            cudaMemcpyHostToDevice));
             STATETRACK_CUDA(cudaMemset(dg.data, 0, c.d * sizeof(float)));
             std::vector<PartialSum> sums;
@@ -354,44 +407,19 @@ TEST(CudaKernels, NormBackwardProductMatchesFp64OverManyTiles) {
             << "rows " << c.rows << ": a second run gave other bits";
         EXPECT_EQ(touched_past(got, c.rows * c.d), 0u) << "rows " << c.rows << ": dx written past the last row";
         EXPECT_EQ(touched_past(got16, c.copy16 ? c.rows * c.d : 0), 0u) << "rows " << c.rows << ": dx16";
+        const NormReference ref = norm_reference(c, in);
         Worst dx_errors, g_errors;
         std::size_t copies_wrong = 0;
-        std::vector<double> g_want(c.d, 0.0), g_magnitude(c.d, 0.0), g_carried(c.d, 0.0), dxn(c.d), err(c.d);
-        const double sums_k = fp32_sums_bound(c.K), sums_d = fp32_sums_bound(c.d);
-        for (std::size_t row = 0; row < c.rows; ++row) {
-            const double r = rinv[row];
-            double dot = 0, dot_magnitude = 0, carried = 0;  // carried: sum |g x| err of the row's dxn
-            for (std::size_t o = 0; o < c.d; ++o) {
-                double v = 0, magnitude = 0;
-                for (std::size_t k = 0; k < c.K; ++k) {
-                    const double term = value(dy[row * c.ldy + k]) * value(w[k * c.d + o]);
-                    v += term, magnitude += std::abs(term);
-                }
-                dxn[o] = v, err[o] = sums_k * magnitude;
-                const double gx = double(gain[o]) * x[row * c.d + o];
-                dot += gx * v, dot_magnitude += std::abs(gx * v), carried += std::abs(gx) * err[o];
-            }
-            for (std::size_t o = 0; o < c.d; ++o) {
-                const double xo = x[row * c.d + o], before = c.accumulate ? dx_before[row * c.d + o] : 0.0;
-                const double first = r * gain[o] * dxn[o], second = xo * r * r * r * dot / double(c.d);
-                const double want = before + first - second;
-                const double bound = std::abs(r * gain[o]) * err[o] +
-                                     std::abs(xo) * r * r * r / double(c.d) * (carried + sums_d * dot_magnitude) +
-                                     0x1p-21 * (std::abs(first) + std::abs(second) + std::abs(before)) + 1e-30;
-                const float out = got[row * c.d + o];
-                dx_errors.note(std::abs(out - want) / bound, row * c.d + o);
-                if (c.copy16) {
-                    const bf16 copy = got16[row * c.d + o], rounded = __float2bfloat16(out);
-                    copies_wrong += std::memcmp(&copy, &rounded, sizeof(bf16)) != 0;
-                }
-                g_want[o] += dxn[o] * xo * r;
-                g_magnitude[o] += std::abs(dxn[o] * xo * r), g_carried[o] += std::abs(xo * r) * err[o];
+        for (std::size_t i = 0; i < c.rows * c.d; ++i) {
+            dx_errors.note(std::abs(got[i] - ref.dx[i]) / ref.bound[i], i);
+            if (c.copy16) {
+                const bf16 copy = got16[i], rounded = __float2bfloat16(got[i]);
+                copies_wrong += std::memcmp(&copy, &rounded, sizeof(bf16)) != 0;
             }
         }
-        const std::size_t tiles = (c.rows + tile - 1) / tile, blocks = std::min(tiles, blocks_most);
-        const double chain = fp32_sums_bound(16 * ((tiles + blocks - 1) / blocks) + 8 + blocks);
+        const double chain = norm_chain_bound(c.rows);
         for (std::size_t o = 0; o < c.d; ++o)
-            g_errors.note(std::abs(got_g[o] - g_want[o]) / (g_carried[o] + chain * g_magnitude[o] + 1e-30), o);
+            g_errors.note(std::abs(got_g[o] - ref.g[o]) / (ref.g_carried[o] + chain * ref.g_magnitude[o] + 1e-30), o);
         const std::size_t first = dx_errors.first_bad;
         EXPECT_EQ(dx_errors.bad, 0u) << "rows " << c.rows << " K " << c.K << " d " << c.d << ": first at row "
                                      << first / c.d << " column " << first % c.d << ", got " << got[first];
@@ -400,6 +428,83 @@ TEST(CudaKernels, NormBackwardProductMatchesFp64OverManyTiles) {
                                     << g_errors.first_bad;
         std::printf("norm_backward_product rows %zu K %zu d %zu: worst error dx %.3f, gain %.3f of its bound\n", c.rows,
                     c.K, c.d, dx_errors.worst, g_errors.worst);
+    }
+}
+
+// The first layer's form (LetterSums): dx not written (its poison stays) but summed per letter into
+// the embedding's gradient, added to what the table held; against the fp64 dx of every row summed
+// by its letter, within the rows' bounds plus the chain of additions' (as the gain's). Vocabularies of
+// 1, 2 (parity's), 5 and 8 (the larger tables: 8 a lane), the letters random, at the paper's shape
+// over many tiles and at d 32 and 64; 9 letters are refused.
+TEST(CudaKernels, NormBackwardProductSumsDxByLetters) {
+    SKIP_WITHOUT_GPU();
+    const std::size_t repeated = 3 * 2 * sm_count() * 128 + 77;
+    struct LetterCase {
+        NormCase c;
+        std::size_t vocab;
+    };
+    for (const LetterCase lc : {LetterCase{{40001, 392, 392, 128, true, false}, 2}, LetterCase{{3000, 392, 392, 128, true, false}, 8},
+                                LetterCase{{repeated, 48, 56, 32, true, false}, 5}, LetterCase{{333, 200, 208, 64, false, false}, 1},
+                                LetterCase{{repeated, 200, 208, 64, true, false}, 2}}) {
+        const NormCase& c = lc.c;
+        const NormInputs in = norm_inputs(c);
+        Rng rng = make_rng(c.rows + lc.vocab, 15);
+        std::vector<std::int32_t> tokens(c.rows);
+        for (auto& t : tokens) t = std::int32_t(uniform_below(rng, lc.vocab));
+        std::vector<float> table_before(lc.vocab * c.d);
+        for (float& v : table_before) v = float(normal(rng));
+        DeviceArray<bf16> ddy(in.dy.size()), dw(in.w.size());
+        DeviceArray<float> dx_arr(in.x.size()), drinv(in.rinv.size()), dgain(in.gain.size()), ddx(c.rows * c.d), dg(c.d),
+            scratch(rmsnorm_backward_partials(c.rows, c.d)), table(lc.vocab * c.d),
+            letter_scratch(rmsnorm_backward_embed_partials(c.rows, c.d, lc.vocab));
+        DeviceArray<std::int32_t> dtokens(c.rows);
+        upload(ddy, in.dy), upload(dw, in.w), upload(dx_arr, in.x), upload(drinv, in.rinv), upload(dgain, in.gain);
+        upload(dtokens, tokens), upload(table, table_before);
+        poison(ddx);
+        if (c.accumulate)
+            STATETRACK_CUDA(cudaMemcpy(ddx.data, in.dx_before.data(), in.dx_before.size() * sizeof(float),
+                                       cudaMemcpyHostToDevice));
+        const std::vector<float> dx_given = download(ddx);
+        STATETRACK_CUDA(cudaMemset(dg.data, 0, c.d * sizeof(float)));
+        std::vector<PartialSum> sums;
+        const LetterSums letters{dtokens.data, lc.vocab, table.data, Partials{letter_scratch.data, &sums}};
+        const bool ran = norm_backward_product(ddy.data, c.ldy, dw.data, dx_arr.data, dgain.data, drinv.data, ddx.data,
+                                               nullptr, dg.data, c.rows, c.K, c.d, c.accumulate, 0,
+                                               Partials{scratch.data, &sums}, nullptr, letters);
+        if (!device_runs_bf16_mma() || !two_norm_blocks_fit()) {
+            EXPECT_FALSE(ran);
+            continue;
+        }
+        ASSERT_TRUE(ran) << "rows " << c.rows << " d " << c.d << " vocab " << lc.vocab;
+        add_partial_sums(sums, nullptr);
+        STATETRACK_CUDA(cudaDeviceSynchronize());
+        const std::vector<float> got = download(table), dx_after = download(ddx);
+        EXPECT_TRUE(std::memcmp(dx_after.data(), dx_given.data(), dx_given.size() * sizeof(float)) == 0)
+            << "rows " << c.rows << ": dx was written";
+        const NormReference ref = norm_reference(c, in);
+        std::vector<double> want(table_before.begin(), table_before.end()), bound(want.size()), magnitude(want.size());
+        for (std::size_t row = 0; row < c.rows; ++row)
+            for (std::size_t o = 0; o < c.d; ++o) {
+                const std::size_t at = std::size_t(tokens[row]) * c.d + o;
+                want[at] += ref.dx[row * c.d + o], bound[at] += ref.bound[row * c.d + o];
+                magnitude[at] += std::abs(ref.dx[row * c.d + o]);
+            }
+        const double chain = norm_chain_bound(c.rows);
+        Worst errors;
+        for (std::size_t i = 0; i < want.size(); ++i)
+            errors.note(std::abs(got[i] - want[i]) /
+                            (bound[i] + chain * (magnitude[i] + std::abs(table_before[i])) + 1e-30), i);
+        EXPECT_EQ(errors.bad, 0u) << "rows " << c.rows << " d " << c.d << " vocab " << lc.vocab << ": letter "
+                                  << errors.first_bad / c.d << " column " << errors.first_bad % c.d;
+        std::printf("norm_backward_product by letters rows %zu d %zu vocab %zu: worst error %.3f of its bound\n",
+                    c.rows, c.d, lc.vocab, errors.worst);
+        // more letters than the tables take: refused, nothing launched
+        std::vector<PartialSum> none;
+        const LetterSums nine{dtokens.data, 9, table.data, Partials{letter_scratch.data, &none}};
+        EXPECT_FALSE(norm_backward_product(ddy.data, c.ldy, dw.data, dx_arr.data, dgain.data, drinv.data, ddx.data,
+                                           nullptr, dg.data, c.rows, c.K, c.d, c.accumulate, 0,
+                                           Partials{scratch.data, &none}, nullptr, nine));
+        EXPECT_TRUE(none.empty());
     }
 }
 

@@ -669,6 +669,10 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
         // last wave of blocks (joined before the first norm's backward, through wo_done).
         cudaEvent_t wo_done = nullptr;
         Partials norm1_partials{};  // the first norm's, where its backward runs inside the projections'
+        Partials letter_partials{};  // and the embedding's, where that is the first layer's
+        // the first layer's dx goes to the embedding only, summed per letter inside the norm's backward
+        // where the letters' tables fit
+        const bool by_letters = l == 0 && rmsnorm_backward_embeds(N, d, c.vocab);
         bool normed1 = false;
         if (c.mixer == Mixer::lstm) {
             side.join(wgate_done);
@@ -744,37 +748,46 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
             // in bf16 the input gradient sums over all ldp columns (16-byte rows of dpre16 for cuBLAS's
             // sm90 kernels: cublasGemmEx alone 178 -> 138 us at T = 256 on the H100), the rows past
             // proj zero on both sides
+            // the projections' weight gradient first: it reads xn1 and dpre16 (or dpre) only, so the side
+            // stream starts it when the recurrence's backward ends; issued after the input gradient, it
+            // waited for that too, and the first layer's ended the step (bf16 steps -0.2% at T = 256, -0.8%
+            // at T = 40, docs/PERFORMANCE.md, 2026-11-27, twentieth session)
+            wq_done = p.proj16 ? side.weight_grad(as16(ws + a.xn1), d, dpre16, p.ldp, G + sl.wq, N, d, p.proj)
+                               : side.weight_grad(ws + a.xn1, d, dpre, p.ldp, G + sl.wq, N, d, p.proj);
             if (p.proj16) {
-                // with the first norm's backward after it, where the shape allows (not in the first layer
-                // where its dx goes to the embedding by letters, below; dx and dx16 are written: wo's weight
-                // gradient, reading dx16, first)
-                if (fused_norms && !(l == 0 && rmsnorm_backward_embeds(N, d, c.vocab))) {
+                // with the first norm's backward after it, where the shape allows (dx and dx16 are written:
+                // wo's weight gradient, reading dx16, first), and in the first layer its dx summed by letters
+                if (fused_norms) {
                     side.join(wo_done);
                     norm1_partials = region(norm_partials);
+                    LetterSums letters{};
+                    if (by_letters) {
+                        letter_partials = region(embed_partials(p, c));
+                        letters = {in.tokens, c.vocab, G + L.embed, letter_partials};
+                    }
                     normed1 = norm_backward_product(dpre16, p.ldp, W16 + sl.wq, ws + p.x[l], W + sl.norm1, ws + a.r1, dx,
                                                     l > 0 ? dx16 : nullptr, G + sl.norm1, N, p.ldp, d, true,
-                                                    fused_products_rows(), norm1_partials, st);
+                                                    fused_products_rows(), norm1_partials, st, letters);
                 }
                 if (!normed1) blas.input_grad(dpre16, p.ldp, W16 + sl.wq, dxn, d, N, d, p.ldp, false);
-                wq_done = side.weight_grad(as16(ws + a.xn1), d, dpre16, p.ldp, G + sl.wq, N, d, p.proj);
             } else {
                 blas.input_grad(dpre, p.ldp, W + sl.wq, dxn, d, N, d, p.proj, false);
-                wq_done = side.weight_grad(ws + a.xn1, d, dpre, p.ldp, G + sl.wq, N, d, p.proj);
             }
         }
-        // the dx of the layer below (its MLP's operand); the first layer's goes to the embedding only,
-        // summed per letter inside the norm's backward where the letters' tables fit
+        // the dx of the layer below (its MLP's operand), or the embedding's gradient (by_letters)
         side.join(wo_done);  // dx (and dx16) are written next
         const std::int32_t* tokens = in.tokens;
-        if (l == 0 && rmsnorm_backward_embeds(N, d, c.vocab)) {
-            const Partials gain = region(norm_partials);
-            rmsnorm_backward_into_embedding(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, tokens,
-                                            G + L.embed, N, d, c.vocab, true, gain, region(embed_partials(p, c)), st);
+        if (by_letters) {
+            if (!normed1)
+                rmsnorm_backward_into_embedding(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, tokens,
+                                                G + L.embed, N, d, c.vocab, true,
+                                                norm1_partials.sums ? norm1_partials : region(norm_partials),
+                                                letter_partials.sums ? letter_partials : region(embed_partials(p, c)), st);
         } else if (!normed1) {
             rmsnorm_backward(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, N, d, d, true,
                              norm1_partials.sums ? norm1_partials : region(norm_partials), st, l > 0 ? dx16 : nullptr);
         }
-        if (l == 0 && !rmsnorm_backward_embeds(N, d, c.vocab)) {
+        if (l == 0 && !by_letters) {
             embed_backward(tokens, dx, G + L.embed, N, d, c.vocab, region(embed_partials(p, c)), st);
         }
     }

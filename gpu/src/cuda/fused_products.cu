@@ -308,6 +308,11 @@ struct NormBackwardArgs {
     float* partials;  // [gridDim.x][d]: the gain's gradient summed over each block's rows
     unsigned ldy, rows, K, d, tiles;
     bool accumulate;
+    // the first layer's norm: dx summed by letters (tokens[row] < vocab) into [gridDim.x][vocab][d]
+    // partial sums of the embedding's gradient instead of written (the kernel's LV > 0)
+    const std::int32_t* tokens;
+    float* letter_partials;
+    unsigned vocab;
 };
 
 // The shared memory, in bf16 elements: nb_stages buffers, each dy's tile [nb_rows][nb_k + pad] and
@@ -353,7 +358,8 @@ __device__ void store_columns16(bf16* p, const float (&v)[V]) {
     }
 }
 
-template <int NT>  // d = 8 NT
+// d = 8 NT; LV: 0, or the letters' tables a lane keeps (vocab <= LV; NormBackwardArgs::tokens)
+template <int NT, int LV>
 __global__ void __launch_bounds__(nb_threads, 2) norm_backward_product_kernel(NormBackwardArgs s) {
     extern __shared__ __align__(16) bf16 nb_shared[];
     const NormBackwardLayout at(s.d);
@@ -379,6 +385,9 @@ __global__ void __launch_bounds__(nb_threads, 2) norm_backward_product_kernel(No
     };
 
     float dgain[NT / 4] = {};  // the gain's gradient in the lane's columns, summed over its rows
+    // LV > 0: dx of the lane's columns summed per letter over its rows, in registers (the letter's
+    // index a compare a table: a dynamic index would put the tables in local memory)
+    float letters[LV > 0 ? LV : 1][NT / 4] = {};
     for (unsigned t = blockIdx.x; t < s.tiles; t += gridDim.x) {
         for (unsigned p = 0; p + 1 < nb_stages; ++p) {
             if (p < slices) start_slice(t, p);
@@ -444,9 +453,17 @@ __global__ void __launch_bounds__(nb_threads, 2) norm_backward_product_kernel(No
                     if (s.accumulate) out[j] += before[i][j];
                     dgain[j] += dv[i][j] * xv[i][j] * r;
                 }
-                const std::size_t at_row = std::size_t(first + i) * d + c0;
-                store_columns<V>(s.dx + at_row, out);
-                if (s.dx16) store_columns16<V>(s.dx16 + at_row, out);
+                if constexpr (LV > 0) {
+                    const int letter = s.tokens[first + i];
+#pragma unroll
+                    for (int l = 0; l < LV; ++l)
+#pragma unroll
+                        for (int j = 0; j < V; ++j) letters[l][j] += letter == l ? out[j] : 0.0f;
+                } else {
+                    const std::size_t at_row = std::size_t(first + i) * d + c0;
+                    store_columns<V>(s.dx + at_row, out);
+                    if (s.dx16) store_columns16<V>(s.dx16 + at_row, out);
+                }
             }
         }
         __syncthreads();  // every warp is done with its tile before the next tile's first slices
@@ -462,6 +479,20 @@ __global__ void __launch_bounds__(nb_threads, 2) norm_backward_product_kernel(No
         float v = sums[c];
         for (unsigned w = 1; w < nb_warps; ++w) v += sums[w * d + c];
         s.partials[std::size_t(blockIdx.x) * d + c] = v;
+    }
+    if constexpr (LV > 0) {  // the letters' sums likewise, after the gain's, [nb_warps][vocab][d]
+        float* tables = sums + nb_warps * d;
+#pragma unroll
+        for (int l = 0; l < LV; ++l)
+            if (unsigned(l) < s.vocab)
+#pragma unroll
+                for (int j = 0; j < NT / 4; ++j) tables[(warp * s.vocab + l) * d + (NT / 4) * lane + j] = letters[l][j];
+        __syncthreads();
+        for (unsigned c = threadIdx.x; c < s.vocab * d; c += nb_threads) {
+            float v = tables[c];
+            for (unsigned w = 1; w < nb_warps; ++w) v += tables[w * s.vocab * d + c];
+            s.letter_partials[std::size_t(blockIdx.x) * s.vocab * d + c] = v;
+        }
     }
 }
 
@@ -511,31 +542,46 @@ bool residual_norm_forward(const bf16* x, const bf16* w, const float* r, float* 
                              "residual_norm_forward", stream, s);
 }
 
+namespace {
+// The kernel for d and the letters' tables (0: none; else vocab rounded up to 2 or 8), or null.
+template <int NT>
+auto norm_backward_kernel(std::size_t vocab) -> decltype(&norm_backward_product_kernel<NT, 0>) {
+    return vocab == 0 ? norm_backward_product_kernel<NT, 0>
+           : vocab <= 2 ? norm_backward_product_kernel<NT, 2>
+           : vocab <= 8 ? norm_backward_product_kernel<NT, 8>
+                        : nullptr;
+}
+}  // namespace
+
 bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const float* x, const float* gain,
                            const float* rinv, float* dx, bf16* dx16, float* dg, std::size_t rows, std::size_t k,
                            std::size_t d, bool accumulate, std::size_t min_rows, const Partials& partials,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, const LetterSums& letters) {
     if (rows == 0 || rows < min_rows || rows >= (1u << 31) || k == 0 || k % 8 || k > 65536 || ldy < k || ldy % 8 ||
         (d != 32 && d != 64 && d != 128) || !aligned16(partials.scratch))
         return false;
     for (const void* p : {static_cast<const void*>(dy), static_cast<const void*>(w), static_cast<const void*>(x),
                           static_cast<const void*>(gain), static_cast<const void*>(dx), static_cast<const void*>(dx16)})
         if (!aligned16(p)) return false;
+    const std::size_t vocab = letters.tokens ? letters.vocab : 0;
+    if (letters.tokens && (vocab == 0 || dx16 || !letters.table)) return false;
+    auto kernel = d == 32 ? norm_backward_kernel<4>(vocab) : d == 64 ? norm_backward_kernel<8>(vocab) : norm_backward_kernel<16>(vocab);
+    if (!kernel) return false;  // more letters than the tables take
     const NormBackwardArgs s{dy, w, x, rinv, gain, dx, dx16, partials.scratch, unsigned(ldy), unsigned(rows),
-                             unsigned(k), unsigned(d), unsigned((rows + nb_rows - 1) / nb_rows), accumulate};
+                             unsigned(k), unsigned(d), unsigned((rows + nb_rows - 1) / nb_rows), accumulate,
+                             letters.tokens, letters.partials.scratch, unsigned(vocab)};
     const std::size_t bytes = NormBackwardLayout(s.d).total * sizeof(bf16);
-    auto kernel = d == 32 ? norm_backward_product_kernel<4>
-                  : d == 64 ? norm_backward_product_kernel<8>
-                            : norm_backward_product_kernel<16>;
     const int per_sm = persistent_blocks_per_sm(reinterpret_cast<const void*>(kernel), nb_threads, bytes,
                                                 "norm_backward_product");
     if (per_sm < 2) return false;  // one block's copies beside the other's products and norm
     // a block a tile up to every SM's blocks, and a row of partial sums a block within what
-    // rmsnorm_backward's region holds
-    const unsigned blocks = std::min({s.tiles, unsigned(per_sm) * sm_count(), unsigned(rmsnorm_backward_partials(rows, d) / d)});
+    // rmsnorm_backward's region holds (and the letters' within rmsnorm_backward_embed_partials')
+    unsigned blocks = std::min({s.tiles, unsigned(per_sm) * sm_count(), unsigned(rmsnorm_backward_partials(rows, d) / d)});
+    if (vocab) blocks = std::min(blocks, unsigned(rmsnorm_backward_embed_partials(rows, d, vocab) / (vocab * d)));
     kernel<<<blocks, nb_threads, bytes, stream>>>(s);
     check(cudaGetLastError(), "norm_backward_product");
     partials.sums->push_back({partials.scratch, blocks, d, dg});
+    if (vocab) letters.partials.sums->push_back({letters.partials.scratch, blocks, vocab * d, letters.table});
     return true;
 }
 

@@ -142,10 +142,20 @@ bool residual_norm_forward(const bf16* x, const bf16* w, const float* r, float* 
 // (d 32, 64 or 128; k and ldy multiples of 8; 16-byte aligned arrays; two blocks an SM) or the rows
 // are fewer than min_rows: then the product and rmsnorm_backward run apart. dx and dx16 must not
 // overlap dy, w or x.
+// With `letters` (the first layer's norm, whose dx is for the embedding only, as
+// rmsnorm_backward_into_embedding): dx's new value is not written but summed per letter into
+// letters.table (+=, through letters.partials: rmsnorm_backward_embed_partials(rows, d, vocab)
+// floats); dx16 must be null, and vocab at most 8 (else false).
+struct LetterSums {
+    const std::int32_t* tokens = nullptr;  // [rows], each < vocab; null: dx is written
+    std::size_t vocab = 0;
+    float* table = nullptr;  // [vocab][d]: the embedding's gradient
+    Partials partials{};
+};
 bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const float* x, const float* gain,
                            const float* rinv, float* dx, bf16* dx16, float* dg, std::size_t rows, std::size_t k,
                            std::size_t d, bool accumulate, std::size_t min_rows, const Partials& partials,
-                           cudaStream_t stream);
+                           cudaStream_t stream, const LetterSums& letters = {});
 // The rows from which the forward kernels and norm_backward_product are faster than the kernels they
 // replace: 32 tiles of 16 rows an SM (16 a block for mlp_down_forward's two blocks an SM, 8 for
 // residual_norm_forward's four; two of norm_backward_product's 128-row tiles a block). H100, at the
