@@ -21,7 +21,8 @@
 //
 // Backward, into a norm (norm_backward_product_kernel): the input gradient of the MLP's gate/up
 // product or of the mixer's projections, dxn = dy w, and the RMSNorm's backward that reads it, in one
-// kernel; its weight (K x d) streams through shared memory with dy, as in a plain product.
+// kernel; its weight (K x d) streams through shared memory with dy, as in a plain product. In the
+// first layer dx is summed by letters into the embedding's gradient (LetterSums) instead of written.
 #include <cstdint>
 #include <initializer_list>
 
