@@ -433,9 +433,10 @@ TEST(CudaKernels, NormBackwardProductMatchesFp64OverManyTiles) {
 
 // The first layer's form (LetterSums): dx not written (its poison stays) but summed per letter into
 // the embedding's gradient, added to what the table held; against the fp64 dx of every row summed
-// by its letter, within the rows' bounds plus the chain of additions' (as the gain's). Vocabularies of
-// 1, 2 (parity's), 5 and 8 (the larger tables: 8 a lane), the letters random, at the paper's shape
-// over many tiles and at d 32 and 64; 9 letters are refused.
+// by its letter, within the rows' bounds plus the chain of additions' (as the gain's), and the gain's
+// gradient as in the test above; a second run gives the same bits. Vocabularies of 1, 2 (parity's),
+// 5 and 8 (the larger tables: 8 a lane, the instance that spills at d 128), the letters random, at
+// d 32, 64 and 128, blocks through one tile and through three or more; 9 letters are refused.
 TEST(CudaKernels, NormBackwardProductSumsDxByLetters) {
     SKIP_WITHOUT_GPU();
     const std::size_t repeated = 3 * 2 * sm_count() * 128 + 77;
@@ -444,6 +445,7 @@ TEST(CudaKernels, NormBackwardProductSumsDxByLetters) {
         std::size_t vocab;
     };
     for (const LetterCase lc : {LetterCase{{40001, 392, 392, 128, true, false}, 2}, LetterCase{{3000, 392, 392, 128, true, false}, 8},
+                                LetterCase{{repeated, 392, 392, 128, true, false}, 3},
                                 LetterCase{{repeated, 48, 56, 32, true, false}, 5}, LetterCase{{333, 200, 208, 64, false, false}, 1},
                                 LetterCase{{repeated, 200, 208, 64, true, false}, 2}}) {
         const NormCase& c = lc.c;
@@ -459,26 +461,38 @@ TEST(CudaKernels, NormBackwardProductSumsDxByLetters) {
             letter_scratch(rmsnorm_backward_embed_partials(c.rows, c.d, lc.vocab));
         DeviceArray<std::int32_t> dtokens(c.rows);
         upload(ddy, in.dy), upload(dw, in.w), upload(dx_arr, in.x), upload(drinv, in.rinv), upload(dgain, in.gain);
-        upload(dtokens, tokens), upload(table, table_before);
+        upload(dtokens, tokens);
         poison(ddx);
         if (c.accumulate)
             STATETRACK_CUDA(cudaMemcpy(ddx.data, in.dx_before.data(), in.dx_before.size() * sizeof(float),
                                        cudaMemcpyHostToDevice));
         const std::vector<float> dx_given = download(ddx);
-        STATETRACK_CUDA(cudaMemset(dg.data, 0, c.d * sizeof(float)));
-        std::vector<PartialSum> sums;
-        const LetterSums letters{dtokens.data, lc.vocab, table.data, Partials{letter_scratch.data, &sums}};
-        const bool ran = norm_backward_product(ddy.data, c.ldy, dw.data, dx_arr.data, dgain.data, drinv.data, ddx.data,
-                                               nullptr, dg.data, c.rows, c.K, c.d, c.accumulate, 0,
-                                               Partials{scratch.data, &sums}, nullptr, letters);
+        // one run from the table's values before: whether it ran, the table and the gain's gradient
+        auto run = [&](std::vector<float>& got, std::vector<float>& got_g) {
+            upload(table, table_before);
+            STATETRACK_CUDA(cudaMemset(dg.data, 0, c.d * sizeof(float)));
+            std::vector<PartialSum> sums;
+            const LetterSums letters{dtokens.data, lc.vocab, table.data, Partials{letter_scratch.data, &sums}};
+            const bool ran = norm_backward_product(ddy.data, c.ldy, dw.data, dx_arr.data, dgain.data, drinv.data,
+                                                   ddx.data, nullptr, dg.data, c.rows, c.K, c.d, c.accumulate, 0,
+                                                   Partials{scratch.data, &sums}, nullptr, letters);
+            if (ran) add_partial_sums(sums, nullptr);
+            STATETRACK_CUDA(cudaDeviceSynchronize());
+            got = download(table), got_g = download(dg);
+            return ran;
+        };
+        std::vector<float> got, got_g, again, again_g;
+        const bool ran = run(got, got_g);
         if (!device_runs_bf16_mma() || !two_norm_blocks_fit()) {
             EXPECT_FALSE(ran);
             continue;
         }
         ASSERT_TRUE(ran) << "rows " << c.rows << " d " << c.d << " vocab " << lc.vocab;
-        add_partial_sums(sums, nullptr);
-        STATETRACK_CUDA(cudaDeviceSynchronize());
-        const std::vector<float> got = download(table), dx_after = download(ddx);
+        ASSERT_TRUE(run(again, again_g));
+        EXPECT_TRUE(std::memcmp(got.data(), again.data(), got.size() * sizeof(float)) == 0 &&
+                    std::memcmp(got_g.data(), again_g.data(), got_g.size() * sizeof(float)) == 0)
+            << "rows " << c.rows << ": a second run gave other bits";
+        const std::vector<float> dx_after = download(ddx);
         EXPECT_TRUE(std::memcmp(dx_after.data(), dx_given.data(), dx_given.size() * sizeof(float)) == 0)
             << "rows " << c.rows << ": dx was written";
         const NormReference ref = norm_reference(c, in);
@@ -496,8 +510,12 @@ TEST(CudaKernels, NormBackwardProductSumsDxByLetters) {
                             (bound[i] + chain * (magnitude[i] + std::abs(table_before[i])) + 1e-30), i);
         EXPECT_EQ(errors.bad, 0u) << "rows " << c.rows << " d " << c.d << " vocab " << lc.vocab << ": letter "
                                   << errors.first_bad / c.d << " column " << errors.first_bad % c.d;
-        std::printf("norm_backward_product by letters rows %zu d %zu vocab %zu: worst error %.3f of its bound\n",
-                    c.rows, c.d, lc.vocab, errors.worst);
+        Worst g_errors;
+        for (std::size_t o = 0; o < c.d; ++o)
+            g_errors.note(std::abs(got_g[o] - ref.g[o]) / (ref.g_carried[o] + chain * ref.g_magnitude[o] + 1e-30), o);
+        EXPECT_EQ(g_errors.bad, 0u) << "rows " << c.rows << " d " << c.d << ": gain column " << g_errors.first_bad;
+        std::printf("norm_backward_product by letters rows %zu d %zu vocab %zu: worst error %.3f, gain %.3f of its bound\n",
+                    c.rows, c.d, lc.vocab, errors.worst, g_errors.worst);
         // more letters than the tables take: refused, nothing launched
         std::vector<PartialSum> none;
         const LetterSums nine{dtokens.data, 9, table.data, Partials{letter_scratch.data, &none}};

@@ -565,7 +565,9 @@ bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const
                           static_cast<const void*>(gain), static_cast<const void*>(dx), static_cast<const void*>(dx16)})
         if (!aligned16(p)) return false;
     const std::size_t vocab = letters.tokens ? letters.vocab : 0;
-    if (letters.tokens && (vocab == 0 || dx16 || !letters.table)) return false;
+    if (letters.tokens && (vocab == 0 || dx16 || !letters.table || !letters.partials.sums ||
+                           !aligned16(letters.partials.scratch)))
+        return false;
     auto kernel = d == 32 ? norm_backward_kernel<4>(vocab) : d == 64 ? norm_backward_kernel<8>(vocab) : norm_backward_kernel<16>(vocab);
     if (!kernel) return false;  // more letters than the tables take
     const NormBackwardArgs s{dy, w, x, rinv, gain, dx, dx16, partials.scratch, unsigned(ldy), unsigned(rows),
