@@ -987,9 +987,10 @@ void enqueue_loss_and_gradient(CudaSession& session, const Plan& p) {
 void enqueue_adamw(CudaSession& session, StepResults* to_host = nullptr) {
     CudaSessionState& s = *session.state;
     void* in = s.slot().inputs_device;
+    // the bf16 copy by the same kernel: a separate to_bf16 after it was a launch and ~10 us at the
+    // start of every bf16 step's chain (bench_step_timeline, H100)
     adamw(params_in(in), results_in(in), s.decay_mask, s.params, s.grads, s.m, s.v, s.layout.total, s.stream,
-          to_host);
-    if (s.params16) to_bf16(s.params, s.params16, s.layout.total, s.stream);
+          to_host, s.params16);
 }
 void enqueue_results(CudaSessionState& s) {
     STATETRACK_CUDA(
@@ -1039,12 +1040,21 @@ CudaSessionState& idle_on_device(const CudaSession& session) {
 
 // A parameter-shaped buffer (weights, gradients, moments) between the host, in the canonical order,
 // and the device, in the device's.
+// Host memory to the device in the order of the state's stream, and waited for. A plain cudaMemcpy
+// from pageable memory may return before its DMA lands, and the session's streams
+// (cudaStreamNonBlocking) do not wait for the legacy stream: upload_parameters' to_bf16 then read
+// weights half copied, and the first bf16 steps' losses differed from run to run (1.23, 1.71 or 2.17
+// for one batch: CudaBackend.Bf16StepsOnManyRowsRepeatBitForBit, H100).
+void copy_in(const CudaSessionState& s, void* dst, const void* src, std::size_t bytes) {
+    STATETRACK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s.stream));
+    STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
+}
 void copy_to_device(const CudaSession& session, float* dst, std::span<const float> src) {
     if (src.size() != session.layout.total) throw InputError("parameters", "", "size does not match the layout");
     const CudaSessionState& s = idle_on_device(session);
     std::vector<float> ordered(s.layout.total);
     reorder_parameters(session.layout, src, s.layout, ordered);
-    STATETRACK_CUDA(cudaMemcpy(dst, ordered.data(), ordered.size() * sizeof(float), cudaMemcpyHostToDevice));
+    copy_in(s, dst, ordered.data(), ordered.size() * sizeof(float));
 }
 // `padded`: the buffer's name where its padding rows must be 0 (weights and moments: a kernel that
 // wrote there would change the products' sums), null for the gradients (a poisoned session fills
@@ -1223,14 +1233,13 @@ CudaSession make_cuda_session(const ModelConfig& config, const CudaOptions& opti
     s.params = device_alloc<float>(s, total), s.grads = device_alloc<float>(s, total);
     if (options.matmul == MatmulPrecision::bf16) s.params16 = device_alloc<bf16>(s, total);
     s.m = device_alloc<float>(s, total), s.v = device_alloc<float>(s, total);
-    STATETRACK_CUDA(cudaMemset(s.m, 0, total * sizeof(float)));
-    STATETRACK_CUDA(cudaMemset(s.v, 0, total * sizeof(float)));
-    STATETRACK_CUDA(cudaMemset(s.grads, 0, total * sizeof(float)));
+    // on the session's stream (copy_in): the legacy stream's memsets are not ordered before its work
+    for (float* zeroed : {s.m, s.v, s.grads}) STATETRACK_CUDA(cudaMemsetAsync(zeroed, 0, total * sizeof(float), s.stream));
     std::vector<std::uint8_t> mask(total, 0);
     for (const auto& t : s.layout.tensors)
         if (t.decay) std::fill(mask.begin() + std::ptrdiff_t(t.offset), mask.begin() + std::ptrdiff_t(t.offset + t.size()), 1);
     s.decay_mask = device_alloc<std::uint8_t>(s, total);
-    STATETRACK_CUDA(cudaMemcpy(s.decay_mask, mask.data(), total, cudaMemcpyHostToDevice));
+    copy_in(s, s.decay_mask, mask.data(), total);
     STATETRACK_CUDA(cudaStreamCreateWithFlags(&s.upload, cudaStreamNonBlocking));
     for (CudaSessionState::Slot& k : s.slots) {
         // the step values' part of the inputs from the start (cuda_adamw_step needs no batch); reserve grows it

@@ -684,7 +684,8 @@ __global__ void add_half_step_kernel(float* g, const float* half_g, std::size_t 
 
 // As adamw_step in optimizer.cpp, with the clipping scale from the norm computed on the device.
 __global__ void adamw_kernel(const StepParams* params, const StepResults* results, const std::uint8_t* decay_mask,
-                             float* w, float* g, float* m, float* v, std::size_t count, StepResults* to_host) {
+                             float* w, float* g, float* m, float* v, std::size_t count, StepResults* to_host,
+                             bf16* w16) {
     const std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i == 0 && to_host) *to_host = *results;
     if (i >= count) return;
@@ -698,7 +699,9 @@ __global__ void adamw_kernel(const StepParams* params, const StepResults* result
     const float vi = p.beta2 * v[i] + (1.0f - p.beta2) * gi * gi;
     m[i] = mi;
     v[i] = vi;
-    w[i] = w[i] * decay - p.lr * (mi / p.c1) / (sqrtf(vi / p.c2) + p.eps);
+    const float wi = w[i] * decay - p.lr * (mi / p.c1) / (sqrtf(vi / p.c2) + p.eps);
+    w[i] = wi;
+    if (w16) w16[i] = __float2bfloat16_rn(wi);
 }
 
 __global__ void lstm_cell_forward_kernel(float* z, float* c, float* h, float* hprev, std::size_t B, std::size_t T,
@@ -1181,8 +1184,9 @@ void add_half_step(float* grads, const float* half_grads, std::size_t count, Ste
 }
 
 void adamw(const StepParams* params, const StepResults* results, const std::uint8_t* decay_mask, float* w, float* g,
-           float* m, float* v, std::size_t count, cudaStream_t stream, StepResults* to_host) {
-    adamw_kernel<<<blocks_for(count), threads, 0, stream>>>(params, results, decay_mask, w, g, m, v, count, to_host);
+           float* m, float* v, std::size_t count, cudaStream_t stream, StepResults* to_host, bf16* w16) {
+    adamw_kernel<<<blocks_for(count), threads, 0, stream>>>(params, results, decay_mask, w, g, m, v, count, to_host,
+                                                            w16);
     launched("adamw");
 }
 

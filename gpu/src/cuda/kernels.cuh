@@ -209,11 +209,13 @@ void add_half_step(float* grads, const float* half_grads, std::size_t count, Ste
 
 // results->grad_sq += sum g^2; then AdamW over every parameter (decay_mask: 1 where weight decay
 // applies), which also copies the step's results to to_host (pinned host memory, which the device
-// writes directly; null: no copy).
+// writes directly; null: no copy) and writes the new weights rounded to bf16 (nearest even, as
+// to_bf16) into w16 (--matmul bf16's copy; null: none).
 void gradient_square_sum(const float* grads, StepResults* results, std::size_t count, float* partials,
                          cudaStream_t stream);
 void adamw(const StepParams* params, const StepResults* results, const std::uint8_t* decay_mask, float* w,
-           float* g, float* m, float* v, std::size_t count, cudaStream_t stream, StepResults* to_host = nullptr);
+           float* g, float* m, float* v, std::size_t count, cudaStream_t stream, StepResults* to_host = nullptr,
+           bf16* w16 = nullptr);
 
 // LSTM cell at step t (rows b * T + t): z holds pre-activations [4d] (i, f, g, o) on entry and the
 // activations on exit; c, h the cell and hidden state; hprev[n + 1] = h[n] (row t + 1) for dWh.
