@@ -668,10 +668,11 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
         // wgate gradient may run beside their backward, into the tail of the recurrence kernel's
         // last wave of blocks (joined before the first norm's backward, through wo_done).
         cudaEvent_t wo_done = nullptr;
-        Partials norm1_partials{};  // the first norm's, where its backward runs inside the projections'
-        Partials letter_partials{};  // and the embedding's, where that is the first layer's
-        // the first layer's dx goes to the embedding only, summed per letter inside the norm's backward
-        // where the letters' tables fit
+        // the first norm's partial sums, whichever kernel takes its backward, and in the first layer the
+        // embedding's; the first layer's dx goes to the embedding only, summed per letter inside the
+        // norm's backward where the letters' tables fit
+        const Partials norm1_partials = region(norm_partials);
+        const Partials embed_sums = l == 0 ? region(embed_partials(p, c)) : Partials{};
         const bool by_letters = l == 0 && rmsnorm_backward_embeds(N, d, c.vocab);
         bool normed1 = false;
         if (c.mixer == Mixer::lstm) {
@@ -759,12 +760,8 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
                 // wo's weight gradient, reading dx16, first), and in the first layer its dx summed by letters
                 if (fused_norms) {
                     side.join(wo_done);
-                    norm1_partials = region(norm_partials);
                     LetterSums letters{};
-                    if (by_letters) {
-                        letter_partials = region(embed_partials(p, c));
-                        letters = {in.tokens, c.vocab, G + L.embed, letter_partials};
-                    }
+                    if (by_letters) letters = {in.tokens, c.vocab, G + L.embed, embed_sums};
                     normed1 = norm_backward_product(dpre16, p.ldp, W16 + sl.wq, ws + p.x[l], W + sl.norm1, ws + a.r1, dx,
                                                     l > 0 ? dx16 : nullptr, G + sl.norm1, N, p.ldp, d, true,
                                                     fused_products_rows(), norm1_partials, st, letters);
@@ -780,15 +777,13 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
         if (by_letters) {
             if (!normed1)
                 rmsnorm_backward_into_embedding(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, tokens,
-                                                G + L.embed, N, d, c.vocab, true,
-                                                norm1_partials.sums ? norm1_partials : region(norm_partials),
-                                                letter_partials.sums ? letter_partials : region(embed_partials(p, c)), st);
+                                                G + L.embed, N, d, c.vocab, true, norm1_partials, embed_sums, st);
         } else if (!normed1) {
             rmsnorm_backward(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, N, d, d, true,
-                             norm1_partials.sums ? norm1_partials : region(norm_partials), st, l > 0 ? dx16 : nullptr);
+                             norm1_partials, st, l > 0 ? dx16 : nullptr);
         }
         if (l == 0 && !by_letters) {
-            embed_backward(tokens, dx, G + L.embed, N, d, c.vocab, region(embed_partials(p, c)), st);
+            embed_backward(tokens, dx, G + L.embed, N, d, c.vocab, embed_sums, st);
         }
     }
     add_partial_sums(sums, st);
@@ -1038,8 +1033,6 @@ CudaSessionState& idle_on_device(const CudaSession& session) {
     return s;
 }
 
-// A parameter-shaped buffer (weights, gradients, moments) between the host, in the canonical order,
-// and the device, in the device's.
 // Host memory to the device in the order of the state's stream, and waited for. A plain cudaMemcpy
 // from pageable memory may return before its DMA lands, and the session's streams
 // (cudaStreamNonBlocking) do not wait for the legacy stream: upload_parameters' to_bf16 then read
@@ -1049,6 +1042,8 @@ void copy_in(const CudaSessionState& s, void* dst, const void* src, std::size_t 
     STATETRACK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s.stream));
     STATETRACK_CUDA(cudaStreamSynchronize(s.stream));
 }
+// A parameter-shaped buffer (weights, gradients, moments) between the host, in the canonical order,
+// and the device, in the device's.
 void copy_to_device(const CudaSession& session, float* dst, std::span<const float> src) {
     if (src.size() != session.layout.total) throw InputError("parameters", "", "size does not match the layout");
     const CudaSessionState& s = idle_on_device(session);
