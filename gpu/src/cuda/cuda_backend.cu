@@ -69,13 +69,18 @@ struct Plan {
     // 2.2-2.7e-2 from the fp64 reference on two of four random instances, past the 2e-2 the issue
     // sets (test Bf16MatchesCpuReferenceLoosely, H100, 2026-11-26).
     bool proj16;
+    // proj16 with d_model a multiple of 8 up to 512 (the row kernels' layout, 16-byte bf16 rows): dx,
+    // the residual stream's gradient, in bf16 (in its float slot, half used), the products' operand
+    // itself (no dx16 copy then). In fp32 with its bf16 copy, dx was ~2.5 KB of a row's reads and
+    // writes a layer at d 128 (docs/PERFORMANCE.md, 2026-11-28). x itself stays fp32 (kernels.cuh).
+    bool grad16;
     std::size_t dpre16;
     std::vector<std::size_t> x;
     std::vector<LayerActs> layers;
     std::size_t xnf, rf, logits, dlogits;
     std::size_t dx, dxn, s1, s2, dh_next, dc_next;
     std::size_t dO;  // the mixers' output gradient: not in s2, which the MLP's wgate gradient may still read
-    std::size_t dx16;  // bf16 copy of dx (mlp16 only): the operand of the MLP's products, and of wo's (proj16)
+    std::size_t dx16;  // bf16 copy of dx (mlp16, not grad16): the operand of the MLP's products, and of wo's (proj16)
     // Packed (Batch): the words one after the other in N >= the sum of their lengths rows, no padding
     // between them (training steps where recurrences_pack: cuda_packs_words); otherwise word b at rows b T ..
     // and N = B T.
@@ -132,6 +137,7 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
     Plan p{};
     p.mlp16 = mlp16;
     p.proj16 = mlp16 && (c.mixer == Mixer::deltanet || c.mixer == Mixer::deltaproduct);
+    p.grad16 = p.proj16 && c.d_model % 8 == 0 && c.d_model <= 512;
     p.packed = rows != 0;
     p.B = B, p.T = T, p.N = p.packed ? rows : B * T, p.d = c.d_model, p.H = c.heads, p.dh = c.head_dim(), p.F = c.factors;
     p.m = c.mlp_width(), p.C = c.classes, p.K = c.conv_kernel;
@@ -170,11 +176,11 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
     if (training) {
         const std::size_t wide = std::max({p.ldp, 2 * p.m, 4 * d});
         if (!p.head_fused) p.dlogits = take(N * p.C);
-        p.dx = take(N * d), p.dxn = take(N * d);
+        p.dx = take(p.grad16 ? (N * d + 1) / 2 : N * d), p.dxn = take(N * d);
         p.s1 = take(N * wide), p.s2 = take(N * wide);
         if (!lstm) p.dO = take(N * d);
         p.dh_next = take(B * d), p.dc_next = take(B * d);
-        if (mlp16) p.dx16 = take((N * d + 1) / 2);
+        if (mlp16 && !p.grad16) p.dx16 = take((N * d + 1) / 2);
         if (p.proj16) p.dpre16 = delta_chunks ? p.s1 : take((N * p.ldp + 1) / 2);
     }
     // The fixed-order sums' scratch: the loss and the gradient norm use its start (one after the
@@ -585,11 +591,16 @@ struct SideProducts {
 // gradients on the side stream.
 std::size_t side_events(std::size_t layers) { return 2 * (1 + 4 * layers); }
 
+// D: dx's type (Plan::grad16: bf16 only with proj16, so the paths that take fp32 operands, the
+// LSTM's, mamba's and fp32 products', read it as floats: dx32).
+template <class D>
 void backward_pass(const CudaSession& session, CudaSessionState& part, const Plan& p, const StepInputs& inputs) {
     const auto [c, L, s, blas, st, W, W16, ws, G, in] = pass_context(session, part, inputs);
+    if (p.grad16 != std::is_same_v<D, bf16>) throw std::logic_error("backward_pass: not the plan's type of dx");
     const std::int32_t *lengths = in.lengths, *offsets = in.offsets;
     const std::size_t N = p.N, d = p.d;
-    float* dx = ws + p.dx;
+    D* const dx = reinterpret_cast<D*>(ws + p.dx);
+    float* const dx32 = ws + p.dx;
     float* dxn = ws + p.dxn;
     SideProducts side{s};
     STATETRACK_CUDA(cudaMemsetAsync(G, 0, L.total * sizeof(float), st));
@@ -605,11 +616,13 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
         return r;
     };
     const std::size_t norm_partials = rmsnorm_backward_partials(N, d);
-    bf16* dx16 = p.mlp16 ? as16(ws + p.dx16) : nullptr;  // dx in bf16 for the MLP's products (and wo's)
+    // dx in bf16 for the MLP's products (and wo's): dx itself, or a copy that the kernels writing dx write
+    bf16* const dx16 = p.grad16 ? as16(ws + p.dx) : p.mlp16 ? as16(ws + p.dx16) : nullptr;
+    bf16* const dx_copy = p.grad16 ? nullptr : dx16;
     // head and final norm
     if (p.head_fused) {
         head_step(ws + p.x[c.layers], W + L.norm_f, W + L.head, W + L.head_bias,
-                  in.targets, in.params, in.results, dx, dx16,
+                  in.targets, in.params, in.results, dx, dx_copy,
                   G + L.head, G + L.head_bias, G + L.norm_f, N, d, p.C, region(head_step_partials(N, d, p.C)),
                   reinterpret_cast<double*>(regions_end), st);
     } else {
@@ -617,7 +630,7 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
         side.weight_grad(ws + p.xnf, d, ws + p.dlogits, p.C, G + L.head, N, d, p.C);
         column_sums(ws + p.dlogits, p.C, G + L.head_bias, N, p.C, region(column_sums_partials(N, p.C)), st);
         rmsnorm_backward(ws + p.x[c.layers], W + L.norm_f, ws + p.rf, dxn, dx, G + L.norm_f, N, d, d, false,
-                         region(norm_partials), st, dx16);
+                         region(norm_partials), st, dx_copy);
     }
     // the last side product of the layer above (the projections'): it reads s1 ([dpre | dz]) or dpre16
     cudaEvent_t wq_done = nullptr;
@@ -646,15 +659,15 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
             if (fused_norms) {
                 side.join(wdown_done);
                 normed2 = norm_backward_product(dgu, 2 * p.m, W16 + sl.wgate, ws + a.x_mid, W + sl.norm2, ws + a.r2, dx,
-                                                p.proj16 ? dx16 : nullptr, G + sl.norm2, N, 2 * p.m, d, true,
+                                                p.proj16 ? dx_copy : nullptr, G + sl.norm2, N, 2 * p.m, d, true,
                                                 fused_products_rows(), norm2_partials, st);
             }
             if (!normed2) blas.input_grad(dgu, 2 * p.m, W16 + sl.wgate, dxn, d, N, d, 2 * p.m, false);
         } else {
             float* dhm = ws + p.s1;
             float* dgu = ws + p.s2;
-            blas.input_grad(dx, d, W + sl.wdown, dhm, p.m, N, p.m, d, false);
-            wdown_done = side.weight_grad(ws + a.hm, p.m, dx, d, G + sl.wdown, N, p.m, d);
+            blas.input_grad(dx32, d, W + sl.wdown, dhm, p.m, N, p.m, d, false);
+            wdown_done = side.weight_grad(ws + a.hm, p.m, dx32, d, G + sl.wdown, N, p.m, d);
             swiglu_backward(ws + a.gu, dhm, dgu, N, p.m, st);
             blas.input_grad(dgu, 2 * p.m, W + sl.wgate, dxn, d, N, d, 2 * p.m, false);
             wgate_done = side.weight_grad(ws + a.xn2, d, dgu, 2 * p.m, G + sl.wgate, N, d, 2 * p.m);
@@ -662,7 +675,7 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
         if (!normed2) {
             side.join(wdown_done);  // dx is added to next
             rmsnorm_backward(ws + a.x_mid, W + sl.norm2, ws + a.r2, dxn, dx, G + sl.norm2, N, d, d, true, norm2_partials,
-                             st, p.proj16 ? dx16 : nullptr);
+                             st, p.proj16 ? dx_copy : nullptr);
         }
         // mixer. The LSTM writes s2 (dgu above) next; the linear-attention mixers do not, so the
         // wgate gradient may run beside their backward, into the tail of the recurrence kernel's
@@ -681,8 +694,8 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
             float* dZ = ws + p.s2;
             float* dh_next = ws + p.dh_next;
             float* dc_next = ws + p.dc_next;
-            blas.input_grad(dx, d, W + sl.wo, dH, d, N, d, d, false);
-            blas.weight_grad(ws + a.h, d, dx, d, G + sl.wo, N, d, d);
+            blas.input_grad(dx32, d, W + sl.wo, dH, d, N, d, d, false);
+            blas.weight_grad(ws + a.h, d, dx32, d, G + sl.wo, N, d, d);
             for (std::size_t t = p.T; t-- > 0;) {
                 lstm_cell_backward(ws + a.z, ws + a.c, dH, dh_next, dc_next, dZ, p.B, p.T, t, d, st);
                 if (t > 0)  // dh_{t-1} = dz_t W_h
@@ -711,8 +724,8 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
                 blas.input_grad(dx16, d, W16 + sl.wo, dOn, d, N, d, d, false);
                 wo_done = side.weight_grad(as16(ws + a.on), d, dx16, d, G + sl.wo, N, d, d);
             } else {
-                blas.input_grad(dx, d, W + sl.wo, dOn, d, N, d, d, false);
-                wo_done = side.weight_grad(ws + a.on, d, dx, d, G + sl.wo, N, d, d);
+                blas.input_grad(dx32, d, W + sl.wo, dOn, d, N, d, d, false);
+                wo_done = side.weight_grad(ws + a.on, d, dx32, d, G + sl.wo, N, d, d);
             }
             const Partials onorm = region(onorm_partials(p));
             const OutputNorm on{ws + a.o, dOn, ws + a.ro, W + sl.onorm};
@@ -763,7 +776,7 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
                     LetterSums letters{};
                     if (by_letters) letters = {in.tokens, c.vocab, G + L.embed, embed_sums};
                     normed1 = norm_backward_product(dpre16, p.ldp, W16 + sl.wq, ws + p.x[l], W + sl.norm1, ws + a.r1, dx,
-                                                    l > 0 ? dx16 : nullptr, G + sl.norm1, N, p.ldp, d, true,
+                                                    l > 0 ? dx_copy : nullptr, G + sl.norm1, N, p.ldp, d, true,
                                                     fused_products_rows(), norm1_partials, st, letters);
                 }
                 if (!normed1) blas.input_grad(dpre16, p.ldp, W16 + sl.wq, dxn, d, N, d, p.ldp, false);
@@ -780,7 +793,7 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
                                                 G + L.embed, N, d, c.vocab, true, norm1_partials, embed_sums, st);
         } else if (!normed1) {
             rmsnorm_backward(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, N, d, d, true,
-                             norm1_partials, st, l > 0 ? dx16 : nullptr);
+                             norm1_partials, st, l > 0 ? dx_copy : nullptr);
         }
         if (l == 0 && !by_letters) {
             embed_backward(tokens, dx, G + L.embed, N, d, c.vocab, embed_sums, st);
@@ -939,7 +952,8 @@ void loss_and_gradient_on(const CudaSession& session, CudaSessionState& part, co
     if (!p.head_fused)
         cross_entropy(part.work + p.logits, in.targets, part.work + p.dlogits, in.params, in.results, p.N, p.C,
                       part.work + p.partials, part.stream);
-    backward_pass(session, part, p, in);
+    if (p.grad16) backward_pass<bf16>(session, part, p, in);
+    else backward_pass<float>(session, part, p, in);
 }
 
 void enqueue_loss_and_gradient(CudaSession& session, const Plan& p) {

@@ -298,14 +298,15 @@ __global__ void __launch_bounds__(down_threads, 2) residual_forward_kernel(Forwa
 constexpr unsigned nb_warps = 8, nb_threads = 32 * nb_warps, nb_rows = 16 * nb_warps;
 constexpr unsigned nb_k = 64, nb_stages = 3;  // 128-byte pieces of dy's rows; 108 KB, two blocks an SM
 
+template <class D>
 struct NormBackwardArgs {
     const bf16* dy;  // [rows][ldy], the first K columns summed
     const bf16* w;   // [K][d]
     const float* x;  // the norm's input [rows][d]
     const float* rinv;
     const float* gain;
-    float* dx;        // [rows][d]: written, or added to (accumulate)
-    bf16* dx16;       // its bf16 copy, or null
+    D* dx;            // [rows][d]: written, or added to (accumulate); fp32 or bf16
+    bf16* dx16;       // its bf16 copy (a float dx), or null
     float* partials;  // [gridDim.x][d]: the gain's gradient summed over each block's rows
     unsigned ldy, rows, K, d, tiles;
     bool accumulate;
@@ -328,7 +329,7 @@ struct NormBackwardLayout {
                                                                            : 2 * std::size_t(nb_rows) * y_stride(d)) {}
 };
 
-// V adjacent floats (V 1, 2 or 4: 4 V-byte aligned) in one load or store; and in bf16.
+// V adjacent floats (V 1, 2 or 4: V elements aligned) in one load or store, from and to fp32 or bf16.
 template <int V>
 __device__ void load_columns(const float* p, float (&v)[V]) {
     if constexpr (V == 4) {
@@ -348,7 +349,21 @@ __device__ void store_columns(float* p, const float (&v)[V]) {
     else *p = v[0];
 }
 template <int V>
-__device__ void store_columns16(bf16* p, const float (&v)[V]) {
+__device__ void load_columns(const bf16* p, float (&v)[V]) {
+    if constexpr (V == 4) {
+        const uint2 bits = *reinterpret_cast<const uint2*>(p);
+        const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits.x));
+        const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits.y));
+        v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
+    } else if constexpr (V == 2) {
+        const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+        v[0] = f.x, v[1] = f.y;
+    } else {
+        v[0] = __bfloat162float(*p);
+    }
+}
+template <int V>
+__device__ void store_columns(bf16* p, const float (&v)[V]) {
     if constexpr (V == 4) {
         alignas(8) const __nv_bfloat162 pair[2] = {__floats2bfloat162_rn(v[0], v[1]), __floats2bfloat162_rn(v[2], v[3])};
         *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(pair);
@@ -360,8 +375,8 @@ __device__ void store_columns16(bf16* p, const float (&v)[V]) {
 }
 
 // d = 8 NT; LV: 0, or the letters' tables a lane keeps (vocab <= LV; NormBackwardArgs::tokens)
-template <int NT, int LV>
-__global__ void __launch_bounds__(nb_threads, 2) norm_backward_product_kernel(NormBackwardArgs s) {
+template <int NT, int LV, class D>
+__global__ void __launch_bounds__(nb_threads, 2) norm_backward_product_kernel(NormBackwardArgs<D> s) {
     extern __shared__ __align__(16) bf16 nb_shared[];
     const NormBackwardLayout at(s.d);
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
@@ -463,7 +478,7 @@ __global__ void __launch_bounds__(nb_threads, 2) norm_backward_product_kernel(No
                 } else {
                     const std::size_t at_row = std::size_t(first + i) * d + c0;
                     store_columns<V>(s.dx + at_row, out);
-                    if (s.dx16) store_columns16<V>(s.dx16 + at_row, out);
+                    if (s.dx16) store_columns<V>(s.dx16 + at_row, out);
                 }
             }
         }
@@ -545,21 +560,22 @@ bool residual_norm_forward(const bf16* x, const bf16* w, const float* r, float* 
 
 namespace {
 // The kernel for d and the letters' tables (0: none; else vocab rounded up to 2 or 8), or null.
-template <int NT>
-auto norm_backward_kernel(std::size_t vocab) -> decltype(&norm_backward_product_kernel<NT, 0>) {
-    return vocab == 0 ? norm_backward_product_kernel<NT, 0>
-           : vocab <= 2 ? norm_backward_product_kernel<NT, 2>
-           : vocab <= 8 ? norm_backward_product_kernel<NT, 8>
+template <int NT, class D>
+auto norm_backward_kernel(std::size_t vocab) -> decltype(&norm_backward_product_kernel<NT, 0, D>) {
+    return vocab == 0 ? norm_backward_product_kernel<NT, 0, D>
+           : vocab <= 2 ? norm_backward_product_kernel<NT, 2, D>
+           : vocab <= 8 ? norm_backward_product_kernel<NT, 8, D>
                         : nullptr;
 }
 }  // namespace
 
+template <class D>
 bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const float* x, const float* gain,
-                           const float* rinv, float* dx, bf16* dx16, float* dg, std::size_t rows, std::size_t k,
+                           const float* rinv, D* dx, bf16* dx16, float* dg, std::size_t rows, std::size_t k,
                            std::size_t d, bool accumulate, std::size_t min_rows, const Partials& partials,
                            cudaStream_t stream, const LetterSums& letters) {
     if (rows == 0 || rows < min_rows || rows >= (1u << 31) || k == 0 || k % 8 || k > 65536 || ldy < k || ldy % 8 ||
-        (d != 32 && d != 64 && d != 128) || !aligned16(partials.scratch))
+        (d != 32 && d != 64 && d != 128) || !aligned16(partials.scratch) || (std::is_same_v<D, bf16> && dx16))
         return false;
     for (const void* p : {static_cast<const void*>(dy), static_cast<const void*>(w), static_cast<const void*>(x),
                           static_cast<const void*>(gain), static_cast<const void*>(dx), static_cast<const void*>(dx16)})
@@ -568,9 +584,11 @@ bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const
     if (letters.tokens && (vocab == 0 || dx16 || !letters.table || !letters.partials.sums ||
                            !aligned16(letters.partials.scratch)))
         return false;
-    auto kernel = d == 32 ? norm_backward_kernel<4>(vocab) : d == 64 ? norm_backward_kernel<8>(vocab) : norm_backward_kernel<16>(vocab);
+    auto kernel = d == 32   ? norm_backward_kernel<4, D>(vocab)
+                  : d == 64 ? norm_backward_kernel<8, D>(vocab)
+                            : norm_backward_kernel<16, D>(vocab);
     if (!kernel) return false;  // more letters than the tables take
-    const NormBackwardArgs s{dy, w, x, rinv, gain, dx, dx16, partials.scratch, unsigned(ldy), unsigned(rows),
+    const NormBackwardArgs<D> s{dy, w, x, rinv, gain, dx, dx16, partials.scratch, unsigned(ldy), unsigned(rows),
                              unsigned(k), unsigned(d), unsigned((rows + nb_rows - 1) / nb_rows), accumulate,
                              letters.tokens, letters.partials.scratch, unsigned(vocab)};
     const std::size_t bytes = NormBackwardLayout(s.d).total * sizeof(bf16);
@@ -587,5 +605,13 @@ bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const
     if (vocab) letters.partials.sums->push_back({letters.partials.scratch, blocks, vocab * d, letters.table});
     return true;
 }
+
+// The residual stream's gradient in its two types (kernels.cuh).
+template bool norm_backward_product(const bf16*, std::size_t, const bf16*, const float*, const float*, const float*,
+                                    float*, bf16*, float*, std::size_t, std::size_t, std::size_t, bool, std::size_t,
+                                    const Partials&, cudaStream_t, const LetterSums&);
+template bool norm_backward_product(const bf16*, std::size_t, const bf16*, const float*, const float*, const float*,
+                                    bf16*, bf16*, float*, std::size_t, std::size_t, std::size_t, bool, std::size_t,
+                                    const Partials&, cudaStream_t, const LetterSums&);
 
 }  // namespace statetrack::gpu::cuda

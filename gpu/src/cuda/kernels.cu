@@ -103,6 +103,25 @@ __global__ void add_double_sum_kernel(const double* __restrict__ partials, std::
     if (threadIdx.x == 0) *out += acc;
 }
 
+__device__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+__device__ float4 add4(float4 a, float4 b) { return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
+// Four bf16 values (8 bytes) in and out of fp32 registers, rounding to nearest even.
+__device__ float4 load4(const bf16* p) {
+    const uint2 bits = *reinterpret_cast<const uint2*>(p);
+    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits.x));
+    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits.y));
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+__device__ void store4(bf16* p, float4 v) {
+    const __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
+    uint2 bits;
+    bits.x = *reinterpret_cast<const unsigned*>(&a), bits.y = *reinterpret_cast<const unsigned*>(&b);
+    *reinterpret_cast<uint2*>(p) = bits;
+}
+__device__ float as_float(float v) { return v; }
+__device__ float as_float(bf16 v) { return __bfloat162float(v); }
+
 // A warp per row, float4 columns where d allows (a thread per element with a 64-bit division by d
 // took 19 / 107 us at T = 40 / 256, twice the bytes' time).
 __global__ void embed_forward_kernel(const std::int32_t* tokens, const float* table, float* x, std::size_t rows,
@@ -125,7 +144,8 @@ __global__ void embed_forward_kernel(const std::int32_t* tokens, const float* ta
 // 65535 blocks a grid's y dimension allows; the row chunks are capped at that). Each thread owns whole columns c, so its
 // shared-memory adds need no atomics (with 2 letters, atomics from every thread to 2 x d addresses
 // made this 3% of a training step, 144 GB/s).
-__global__ void embed_backward_kernel(const std::int32_t* tokens, const float* dx, float* partials, std::size_t rows,
+template <class D>
+__global__ void embed_backward_kernel(const std::int32_t* tokens, const D* dx, float* partials, std::size_t rows,
                                       std::size_t d, std::size_t vocab, std::size_t chunk, std::size_t slice) {
     extern __shared__ float acc[];
     const std::size_t v0 = std::size_t(blockIdx.x) * slice, v1 = min(vocab, v0 + slice), width = (v1 - v0) * d;
@@ -138,7 +158,7 @@ __global__ void embed_backward_kernel(const std::int32_t* tokens, const float* d
 #pragma unroll 8
         for (std::size_t n = begin; n < end; ++n) {
             const std::size_t t = std::size_t(tokens[n]);
-            const float g = dx[n * d + c];
+            const float g = as_float(dx[n * d + c]);
             if (t >= v0 && t < v1) acc[(t - v0) * d + c] += g;
         }
     }
@@ -163,22 +183,6 @@ struct RowShape {
     unsigned groups; // groups per row
 };
 
-__device__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
-__device__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
-__device__ float4 add4(float4 a, float4 b) { return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
-// Four bf16 values (8 bytes) in and out of fp32 registers, rounding to nearest even.
-__device__ float4 load4(const bf16* p) {
-    const uint2 bits = *reinterpret_cast<const uint2*>(p);
-    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits.x));
-    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits.y));
-    return make_float4(a.x, a.y, b.x, b.y);
-}
-__device__ void store4(bf16* p, float4 v) {
-    const __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
-    uint2 bits;
-    bits.x = *reinterpret_cast<const unsigned*>(&a), bits.y = *reinterpret_cast<const unsigned*>(&b);
-    *reinterpret_cast<uint2*>(p) = bits;
-}
 // The gain lies in the parameter buffer, whose tensors are not 16-byte aligned.
 __device__ float4 load4_unaligned(const float* p) { return make_float4(p[0], p[1], p[2], p[3]); }
 
@@ -245,10 +249,10 @@ struct EmbedRows {
     float* partials;             // [blocks][vocab][width]
     unsigned vocab;
 };
-template <int CH>
+template <int CH, class D>
 __global__ void __launch_bounds__(row_warps * 32, norm_blocks_per_sm)
     rmsnorm_backward_rows_kernel(const float* __restrict__ x, const float* __restrict__ g,
-                                 const float* __restrict__ rinv, const float* __restrict__ dy, float* __restrict__ dx,
+                                 const float* __restrict__ rinv, const float* __restrict__ dy, D* __restrict__ dx,
                                  bf16* __restrict__ dx16, float* __restrict__ partials, unsigned rows, RowShape s,
                                  bool accumulate, const EmbedRows e) {
     __shared__ float4 partial[row_warps][32 * CH];
@@ -524,11 +528,12 @@ __global__ void cross_entropy_kernel(const float* logits, const std::int32_t* ta
 // cross_entropy_rows, rmsnorm_backward_rows_kernel); the products over the classes are warp sums
 // here where cuBLAS summed in its own order, and in fp32 whatever --matmul says (cuBLAS ran the
 // logits and dxn, a few columns wide, in fp32 anyway, and the head's weight gradient in TF32). ----
+template <class D>
 struct HeadStep {
     const float *x, *g, *w, *bias;  // x: [rows][d], the last layer's output; w: [classes][d]
     const std::int32_t* targets;
     const StepParams* params;
-    float* dx;                          // [rows][d]: the gradient of x, overwritten
+    D* dx;                              // [rows][d]: the gradient of x, overwritten
     bf16* dx16;                         // optional bf16 copy of dx (--matmul bf16)
     float *part_w, *part_bias, *part_g;  // per block: [classes][d], [classes], [d]
     double* part_loss;                  // per block: the loss, then (gridDim.x on) the correct count
@@ -539,8 +544,8 @@ constexpr unsigned head_rows_most = 128, head_classes_most = 8, head_blocks_per_
 // A warp takes R consecutive rows at a time (R loads and R chains of sums in flight: one row at a
 // time, the kernel waited on each row's chain of shuffles, 244 us at T = 256, 1 TB/s). The gradient
 // of w is summed in the warp's slots of shared memory, which leaves registers for the R rows.
-template <int NC, int R>
-__global__ void __launch_bounds__(row_warps * 32, head_blocks_per_sm) head_step_kernel(const HeadStep a) {
+template <int NC, int R, class D>
+__global__ void __launch_bounds__(row_warps * 32, head_blocks_per_sm) head_step_kernel(const HeadStep<D> a) {
     __shared__ float4 red_w[row_warps][NC][32];
     __shared__ float4 red_g[row_warps][32];
     __shared__ float red_bias[row_warps][NC];
@@ -830,7 +835,8 @@ void add_double_sum(const double* partials, std::size_t count, double* out, cuda
 std::size_t embed_backward_partials(std::size_t rows, std::size_t d, std::size_t vocab) {
     return chunks_of(rows, rows_per_chunk(rows, vocab * d, embed_chunk)) * vocab * d;
 }
-void embed_backward(const std::int32_t* tokens, const float* dx, float* dtable, std::size_t rows, std::size_t d,
+template <class D>
+void embed_backward(const std::int32_t* tokens, const D* dx, float* dtable, std::size_t rows, std::size_t d,
                     std::size_t vocab, const Partials& partials, cudaStream_t stream) {
     const std::size_t chunk = rows_per_chunk(rows, vocab * d, embed_chunk), chunks = chunks_of(rows, chunk);
     const std::size_t slice = embed_slice(d, vocab);
@@ -953,32 +959,39 @@ bool embed_and_norm(const std::int32_t* tokens, const float* table, float* x, co
 std::size_t rmsnorm_backward_partials(std::size_t rows, std::size_t width) {
     return std::max(std::size_t(norm_backward_blocks()) * width, column_chunks(rows, width).partials());
 }
-void rmsnorm_backward(const float* x, const float* g, const float* rinv, const float* dy, float* dx, float* dg,
+template <class D>
+void rmsnorm_backward(const float* x, const float* g, const float* rinv, const float* dy, D* dx, float* dg,
                       std::size_t rows, std::size_t width, std::size_t group, bool accumulate,
                       const Partials& partials, cudaStream_t stream, bf16* dx16) {
     RowShape shape{};
     unsigned chunks = 0;
+    if (std::is_same_v<D, bf16> && dx16) throw std::invalid_argument("rmsnorm_backward: a bf16 dx takes no bf16 copy");
     if (aligned16(partials.scratch) &&
-        vector_rows(rows, width, group, {x, dy, dx, reinterpret_cast<const float*>(dx16)}, shape, chunks)) {
+        vector_rows(rows, width, group, {x, dy, reinterpret_cast<const float*>(dx), reinterpret_cast<const float*>(dx16)},
+                    shape, chunks)) {
         const unsigned blocks = row_blocks(rows, norm_backward_blocks());
         with_chunks(chunks, [&](auto ch) {
             constexpr int CH = decltype(ch)::value;
-            rmsnorm_backward_rows_kernel<CH><<<blocks, row_warps * 32, 0, stream>>>(
+            rmsnorm_backward_rows_kernel<CH, D><<<blocks, row_warps * 32, 0, stream>>>(
                 x, g, rinv, dy, dx, dx16, partials.scratch, unsigned(rows), shape, accumulate, EmbedRows{});
         });
         launched("rmsnorm_backward");
         partials.sums->push_back({partials.scratch, blocks, width, dg});
         return;
     }
-    if (dx16) throw std::invalid_argument("rmsnorm_backward: a bf16 copy needs the row kernel's layout");
-    rmsnorm_backward_kernel<<<blocks_for(rows * (width / group) * 32), threads, 0, stream>>>(x, g, rinv, dy, dx, rows,
-                                                                                            width, group, accumulate);
-    launched("rmsnorm_backward");
-    const ColumnChunks gain = column_chunks(rows, width);
-    rmsnorm_gain_kernel<<<gain.grid(), threads, 0, stream>>>(x, rinv, dy, partials.scratch, rows, width, group,
-                                                             gain.rows_each);
-    launched("rmsnorm_gain");
-    partials.sums->push_back({partials.scratch, gain.count, width, dg});
+    if constexpr (std::is_same_v<D, bf16>) {
+        throw std::invalid_argument("rmsnorm_backward: a bf16 dx needs the row kernel's layout");
+    } else {
+        if (dx16) throw std::invalid_argument("rmsnorm_backward: a bf16 copy needs the row kernel's layout");
+        rmsnorm_backward_kernel<<<blocks_for(rows * (width / group) * 32), threads, 0, stream>>>(x, g, rinv, dy, dx, rows,
+                                                                                                width, group, accumulate);
+        launched("rmsnorm_backward");
+        const ColumnChunks gain = column_chunks(rows, width);
+        rmsnorm_gain_kernel<<<gain.grid(), threads, 0, stream>>>(x, rinv, dy, partials.scratch, rows, width, group,
+                                                                 gain.rows_each);
+        launched("rmsnorm_gain");
+        partials.sums->push_back({partials.scratch, gain.count, width, dg});
+    }
 }
 
 namespace {
@@ -1000,7 +1013,8 @@ bool rmsnorm_backward_embeds(std::size_t rows, std::size_t width, std::size_t vo
 std::size_t rmsnorm_backward_embed_partials(std::size_t rows, std::size_t width, std::size_t vocab) {
     return std::size_t(row_blocks(rows, norm_backward_blocks())) * vocab * width;
 }
-void rmsnorm_backward_into_embedding(const float* x, const float* g, const float* rinv, const float* dy, const float* dx,
+template <class D>
+void rmsnorm_backward_into_embedding(const float* x, const float* g, const float* rinv, const float* dy, const D* dx,
                                      float* dg, const std::int32_t* tokens, float* dtable, std::size_t rows,
                                      std::size_t width, std::size_t vocab, bool accumulate, const Partials& partials,
                                      const Partials& embed_partials, cudaStream_t stream) {
@@ -1008,14 +1022,14 @@ void rmsnorm_backward_into_embedding(const float* x, const float* g, const float
     unsigned chunks = 0;
     const std::size_t bytes = embed_rows_bytes(rows, width, vocab);
     if (!bytes || !aligned16(partials.scratch) || !aligned16(embed_partials.scratch) ||
-        !vector_rows(rows, width, width, {x, dy, dx}, shape, chunks))
+        !vector_rows(rows, width, width, {x, dy, reinterpret_cast<const float*>(dx)}, shape, chunks))
         throw std::invalid_argument("rmsnorm_backward_into_embedding: not where rmsnorm_backward_embeds");
     const unsigned blocks = row_blocks(rows, norm_backward_blocks());
     const EmbedRows e{tokens, embed_partials.scratch, unsigned(vocab)};
     with_chunks(chunks, [&](auto ch) {
         constexpr int CH = decltype(ch)::value;
-        rmsnorm_backward_rows_kernel<CH><<<blocks, row_warps * 32, bytes, stream>>>(
-            x, g, rinv, dy, const_cast<float*>(dx), nullptr, partials.scratch, unsigned(rows), shape, accumulate, e);
+        rmsnorm_backward_rows_kernel<CH, D><<<blocks, row_warps * 32, bytes, stream>>>(
+            x, g, rinv, dy, const_cast<D*>(dx), nullptr, partials.scratch, unsigned(rows), shape, accumulate, e);
     });
     launched("rmsnorm_backward_into_embedding");
     partials.sums->push_back({partials.scratch, blocks, width, dg});
@@ -1144,22 +1158,24 @@ bool head_step_fits(std::size_t d, std::size_t classes) {
 std::size_t head_step_partials(std::size_t rows, std::size_t d, std::size_t classes) {
     return head_partials(rows, d, classes).total;
 }
+template <class D>
 void head_step(const float* x, const float* g, const float* w, const float* bias, const std::int32_t* targets,
-               const StepParams* params, StepResults* results, float* dx, bf16* dx16, float* dw, float* dbias,
+               const StepParams* params, StepResults* results, D* dx, bf16* dx16, float* dw, float* dbias,
                float* dg, std::size_t rows, std::size_t d, std::size_t classes, const Partials& partials,
                double* loss_partials, cudaStream_t stream) {
     if (!head_step_fits(d, classes) || rows >= below_2_32 / 8 || !aligned16(x) || !aligned16(dx) || !aligned16(dx16) ||
-        !aligned16(partials.scratch))
-        throw std::invalid_argument("head_step: rows of at most 128 columns (a multiple of 4), 1 to 8 classes, aligned");
+        !aligned16(partials.scratch) || (std::is_same_v<D, bf16> && dx16))
+        throw std::invalid_argument("head_step: rows of at most 128 columns (a multiple of 4), 1 to 8 classes, aligned"
+                                    " (and no bf16 copy of a bf16 dx)");
     const unsigned blocks = head_step_blocks(rows);
     const HeadPartials at = head_partials(rows, d, classes);
-    const HeadStep a{x, g, w, bias, targets, params, dx, dx16, partials.scratch + at.w, partials.scratch + at.bias,
+    const HeadStep<D> a{x, g, w, bias, targets, params, dx, dx16, partials.scratch + at.w, partials.scratch + at.bias,
                      partials.scratch + at.g, loss_partials, unsigned(rows), unsigned(d / 4), unsigned(classes)};
     // the classes rounded up to 2, 4 or 8 (the loops over them unroll), and as many rows at a time as
     // fit in 128 registers without spills (ptxas)
-    if (classes <= 2) head_step_kernel<2, 4><<<blocks, row_warps * 32, 0, stream>>>(a);
-    else if (classes <= 4) head_step_kernel<4, 2><<<blocks, row_warps * 32, 0, stream>>>(a);
-    else head_step_kernel<8, 1><<<blocks, row_warps * 32, 0, stream>>>(a);
+    if (classes <= 2) head_step_kernel<2, 4, D><<<blocks, row_warps * 32, 0, stream>>>(a);
+    else if (classes <= 4) head_step_kernel<4, 2, D><<<blocks, row_warps * 32, 0, stream>>>(a);
+    else head_step_kernel<8, 1, D><<<blocks, row_warps * 32, 0, stream>>>(a);
     launched("head_step");
     partials.sums->push_back({a.part_w, blocks, classes * d, dw});
     partials.sums->push_back({a.part_bias, blocks, classes, dbias});
@@ -1201,5 +1217,21 @@ void lstm_cell_backward(const float* z, const float* c, const float* dH, const f
     lstm_cell_backward_kernel<<<blocks_for(B * d), threads, 0, stream>>>(z, c, dH, dh_next, dc_next, dz, B, T, t, d);
     launched("lstm_cell_backward");
 }
+
+// The residual stream's gradient in its two types (kernels.cuh).
+#define STATETRACK_GRADIENT_KERNELS(D)                                                                                \
+    template void embed_backward(const std::int32_t*, const D*, float*, std::size_t, std::size_t, std::size_t,        \
+                                 const Partials&, cudaStream_t);                                                      \
+    template void rmsnorm_backward(const float*, const float*, const float*, const float*, D*, float*, std::size_t,   \
+                                   std::size_t, std::size_t, bool, const Partials&, cudaStream_t, bf16*);             \
+    template void rmsnorm_backward_into_embedding(const float*, const float*, const float*, const float*, const D*,   \
+                                                  float*, const std::int32_t*, float*, std::size_t, std::size_t,      \
+                                                  std::size_t, bool, const Partials&, const Partials&, cudaStream_t); \
+    template void head_step(const float*, const float*, const float*, const float*, const std::int32_t*,              \
+                            const StepParams*, StepResults*, D*, bf16*, float*, float*, float*, std::size_t,          \
+                            std::size_t, std::size_t, const Partials&, double*, cudaStream_t);
+STATETRACK_GRADIENT_KERNELS(float)
+STATETRACK_GRADIENT_KERNELS(bf16)
+#undef STATETRACK_GRADIENT_KERNELS
 
 }  // namespace statetrack::gpu::cuda

@@ -60,10 +60,17 @@ inline std::size_t partials_region(std::size_t floats) { return (floats + 63) / 
 // Every sum of the list in one launch per 32 sums.
 void add_partial_sums(const std::vector<PartialSum>& sums, cudaStream_t stream);
 
+// The residual stream's gradient dx (of the layers' inputs x) is fp32, or bf16 under --matmul bf16
+// for the delta rules (Plan::dx16, cuda_backend.cu): the kernels that read or write it take D = float
+// or bf16 (instantiated for both), and compute in fp32 either way. x itself stays fp32: in bf16 it
+// took the logits 0.7-2.7e-2 from the fp64 reference, past the 2e-2 the issue sets (docs/PERFORMANCE.md,
+// 2026-11-28).
+
 void embed_forward(const std::int32_t* tokens, const float* table, float* x, std::size_t rows, std::size_t d,
                    cudaStream_t stream);
 // dtable[token[n]] += dx[n] for every row.
-void embed_backward(const std::int32_t* tokens, const float* dx, float* dtable, std::size_t rows, std::size_t d,
+template <class D>
+void embed_backward(const std::int32_t* tokens, const D* dx, float* dtable, std::size_t rows, std::size_t d,
                     std::size_t vocab, const Partials& partials, cudaStream_t stream);
 std::size_t embed_backward_partials(std::size_t rows, std::size_t d, std::size_t vocab);
 
@@ -77,8 +84,10 @@ void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, std:
 bool embed_and_norm(const std::int32_t* tokens, const float* table, float* x, const float* g, float* y, float* rinv,
                     std::size_t rows, std::size_t d, cudaStream_t stream, bf16* y16 = nullptr);
 // dx (+)= r g dy - x r^3 sum(g dy x) / group (accumulate or overwrite); dg += sum_n dy x r. dx16
-// (optional, vectorised layouts only) receives a bf16 copy of the new dx.
-void rmsnorm_backward(const float* x, const float* g, const float* rinv, const float* dy, float* dx, float* dg,
+// (optional, vectorised layouts only, null for a bf16 dx) receives a bf16 copy of the new dx. A bf16
+// dx (D): the vectorised layouts only.
+template <class D>
+void rmsnorm_backward(const float* x, const float* g, const float* rinv, const float* dy, D* dx, float* dg,
                       std::size_t rows, std::size_t width, std::size_t group, bool accumulate,
                       const Partials& partials, cudaStream_t stream, bf16* dx16 = nullptr);
 std::size_t rmsnorm_backward_partials(std::size_t rows, std::size_t width);
@@ -89,7 +98,8 @@ std::size_t rmsnorm_backward_partials(std::size_t rows, std::size_t width);
 // Only where rmsnorm_backward_embeds (the row kernels' layouts, and the letters' tables in shared memory).
 bool rmsnorm_backward_embeds(std::size_t rows, std::size_t width, std::size_t vocab);
 std::size_t rmsnorm_backward_embed_partials(std::size_t rows, std::size_t width, std::size_t vocab);
-void rmsnorm_backward_into_embedding(const float* x, const float* g, const float* rinv, const float* dy, const float* dx,
+template <class D>
+void rmsnorm_backward_into_embedding(const float* x, const float* g, const float* rinv, const float* dy, const D* dx,
                                      float* dg, const std::int32_t* tokens, float* dtable, std::size_t rows,
                                      std::size_t width, std::size_t vocab, bool accumulate, const Partials& partials,
                                      const Partials& embed_partials, cudaStream_t stream);
@@ -141,7 +151,7 @@ bool residual_norm_forward(const bf16* x, const bf16* w, const float* r, float* 
 // (rmsnorm_backward_partials(rows, d) floats). False (nothing launched) where the shape does not fit
 // (d 32, 64 or 128; k and ldy multiples of 8; 16-byte aligned arrays; two blocks an SM) or the rows
 // are fewer than min_rows: then the product and rmsnorm_backward run apart. dx and dx16 must not
-// overlap dy, w or x.
+// overlap dy, w or x. dx: the residual stream's gradient type D (dx16 null for a bf16 dx).
 // With `letters` (the first layer's norm, whose dx is for the embedding only, as
 // rmsnorm_backward_into_embedding): dx's new value is not written but summed per letter into
 // letters.table (+=, through letters.partials: rmsnorm_backward_embed_partials(rows, d, vocab)
@@ -152,8 +162,9 @@ struct LetterSums {
     float* table = nullptr;  // [vocab][d]: the embedding's gradient
     Partials partials{};
 };
+template <class D>
 bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const float* x, const float* gain,
-                           const float* rinv, float* dx, bf16* dx16, float* dg, std::size_t rows, std::size_t k,
+                           const float* rinv, D* dx, bf16* dx16, float* dg, std::size_t rows, std::size_t k,
                            std::size_t d, bool accumulate, std::size_t min_rows, const Partials& partials,
                            cudaStream_t stream, const LetterSums& letters = {});
 // The rows from which the forward kernels and norm_backward_product are faster than the kernels they
@@ -191,14 +202,15 @@ void cross_entropy(const float* logits, const std::int32_t* targets, float* dlog
 std::size_t step_results_partials();
 
 // The head of a training step in one kernel: the final RMSNorm of x (gain g), the logits (w:
-// [classes][d], bias), the cross-entropy against targets as cross_entropy, and back: dx (and dx16,
-// if given) overwritten with the gradient of x, dw, dbias and dg (+=) by partial sums in `partials`
+// [classes][d], bias), the cross-entropy against targets as cross_entropy, and back: dx (type D; and
+// dx16, if given, for a float dx) overwritten with the gradient of x, dw, dbias and dg (+=) by partial sums in `partials`
 // (head_step_partials floats), the loss and correct count into results by loss_partials
 // (step_results_partials floats). Only where head_step_fits; the logits are not kept.
 bool head_step_fits(std::size_t d, std::size_t classes);
 std::size_t head_step_partials(std::size_t rows, std::size_t d, std::size_t classes);
+template <class D>
 void head_step(const float* x, const float* g, const float* w, const float* bias, const std::int32_t* targets,
-               const StepParams* params, StepResults* results, float* dx, bf16* dx16, float* dw, float* dbias,
+               const StepParams* params, StepResults* results, D* dx, bf16* dx16, float* dw, float* dbias,
                float* dg, std::size_t rows, std::size_t d, std::size_t classes, const Partials& partials,
                double* loss_partials, cudaStream_t stream);
 
