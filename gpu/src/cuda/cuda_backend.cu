@@ -687,6 +687,10 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
         const Partials norm1_partials = region(norm_partials);
         const Partials embed_sums = l == 0 ? region(embed_partials(p, c)) : Partials{};
         const bool by_letters = l == 0 && rmsnorm_backward_embeds(N, d, c.vocab);
+        // dx is written below but in the first layer summed by letters (read there, never written): then
+        // wo's weight gradient, which reads dx16, is not joined first (it had held the second half's
+        // last norm for ~100 us at T = 256: bf16 steps -0.5%, docs/PERFORMANCE.md, 2026-11-28)
+        const bool writes_dx = !by_letters;
         bool normed1 = false;
         if (c.mixer == Mixer::lstm) {
             side.join(wgate_done);
@@ -772,7 +776,7 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
                 // with the first norm's backward after it, where the shape allows (dx and dx16 are written:
                 // wo's weight gradient, reading dx16, first), and in the first layer its dx summed by letters
                 if (fused_norms) {
-                    side.join(wo_done);
+                    if (writes_dx) side.join(wo_done);
                     LetterSums letters{};
                     if (by_letters) letters = {in.tokens, c.vocab, G + L.embed, embed_sums};
                     normed1 = norm_backward_product(dpre16, p.ldp, W16 + sl.wq, ws + p.x[l], W + sl.norm1, ws + a.r1, dx,
@@ -785,7 +789,7 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
             }
         }
         // the dx of the layer below (its MLP's operand), or the embedding's gradient (by_letters)
-        side.join(wo_done);  // dx (and dx16) are written next
+        if (writes_dx) side.join(wo_done);  // dx (and dx16) are written next
         const std::int32_t* tokens = in.tokens;
         if (by_letters) {
             if (!normed1)
