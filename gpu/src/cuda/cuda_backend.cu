@@ -78,9 +78,13 @@ struct Plan {
     std::vector<std::size_t> x;
     std::vector<LayerActs> layers;
     std::size_t xnf, rf, logits, dlogits;
-    std::size_t dx, dxn, s1, s2, dh_next, dc_next;
+    // dx, the residual stream's gradient, in two arrays: each norm's backward reads one and writes the
+    // other, so that the weight gradients on the side stream still reading the first need not be
+    // joined first (backward_pass)
+    std::array<std::size_t, 2> dx;
+    std::size_t dxn, s1, s2, dh_next, dc_next;
     std::size_t dO;  // the mixers' output gradient: not in s2, which the MLP's wgate gradient may still read
-    std::size_t dx16;  // bf16 copy of dx (mlp16, not grad16): the operand of the MLP's products, and of wo's (proj16)
+    std::array<std::size_t, 2> dx16;  // bf16 copies of dx (mlp16, not grad16): the MLP's operand, and wo's (proj16)
     // Packed (Batch): the words one after the other in N >= the sum of their lengths rows, no padding
     // between them (training steps where recurrences_pack: cuda_packs_words); otherwise word b at rows b T ..
     // and N = B T.
@@ -176,11 +180,13 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
     if (training) {
         const std::size_t wide = std::max({p.ldp, 2 * p.m, 4 * d});
         if (!p.head_fused) p.dlogits = take(N * p.C);
-        p.dx = take(p.grad16 ? (N * d + 1) / 2 : N * d), p.dxn = take(N * d);
+        for (std::size_t& a : p.dx) a = take(p.grad16 ? (N * d + 1) / 2 : N * d);
+        p.dxn = take(N * d);
         p.s1 = take(N * wide), p.s2 = take(N * wide);
         if (!lstm) p.dO = take(N * d);
         p.dh_next = take(B * d), p.dc_next = take(B * d);
-        if (mlp16 && !p.grad16) p.dx16 = take((N * d + 1) / 2);
+        if (mlp16 && !p.grad16)
+            for (std::size_t& a : p.dx16) a = take((N * d + 1) / 2);
         if (p.proj16) p.dpre16 = delta_chunks ? p.s1 : take((N * p.ldp + 1) / 2);
     }
     // The fixed-order sums' scratch: the loss and the gradient norm use its start (one after the
@@ -599,8 +605,25 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
     if (p.grad16 != std::is_same_v<D, bf16>) throw std::logic_error("backward_pass: not the plan's type of dx");
     const std::int32_t *lengths = in.lengths, *offsets = in.offsets;
     const std::size_t N = p.N, d = p.d;
-    D* const dx = reinterpret_cast<D*>(ws + p.dx);
-    float* const dx32 = ws + p.dx;
+    // dx in its array k: as D, as fp32 (the fp32 paths'), in bf16 for the MLP's products (and wo's:
+    // dx itself, or a copy), and the copy that the kernels writing dx write (or null)
+    struct Gradient {
+        D* dx;
+        float* dx32;
+        bf16 *dx16, *copy;
+    };
+    auto gradient = [&](std::size_t k) {
+        bf16* const dx16 = p.grad16 ? as16(ws + p.dx[k]) : p.mlp16 ? as16(ws + p.dx16[k]) : nullptr;
+        return Gradient{reinterpret_cast<D*>(ws + p.dx[k]), ws + p.dx[k], dx16, p.grad16 ? nullptr : dx16};
+    };
+    // The layers' dx in array 0 (the head's, then each first norm's), their mixers' in array 1 (each MLP
+    // norm's). Before a norm writes an array, the side products reading it are joined: wo's weight
+    // gradient of the layer above for array 1, the layer's wdown gradient for array 0. (With one array,
+    // the MLP norm waited for wdown's gradient, which ran only after mlp_down_backward: 100-240 us a
+    // layer and half at T = 256, docs/PERFORMANCE.md, 2026-11-28.)
+    const Gradient layer_in = gradient(0), mixer_in = gradient(1);
+    D* const dx = layer_in.dx;
+    float* const dx32 = layer_in.dx32;
     float* dxn = ws + p.dxn;
     SideProducts side{s};
     STATETRACK_CUDA(cudaMemsetAsync(G, 0, L.total * sizeof(float), st));
@@ -616,9 +639,8 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
         return r;
     };
     const std::size_t norm_partials = rmsnorm_backward_partials(N, d);
-    // dx in bf16 for the MLP's products (and wo's): dx itself, or a copy that the kernels writing dx write
-    bf16* const dx16 = p.grad16 ? as16(ws + p.dx) : p.mlp16 ? as16(ws + p.dx16) : nullptr;
-    bf16* const dx_copy = p.grad16 ? nullptr : dx16;
+    bf16* const dx16 = layer_in.dx16;
+    bf16* const dx_copy = layer_in.copy;
     // head and final norm
     if (p.head_fused) {
         head_step(ws + p.x[c.layers], W + L.norm_f, W + L.head, W + L.head_bias,
@@ -655,13 +677,11 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
             }
             wgate_done = side.weight_grad(as16(ws + a.xn2), d, dgu, 2 * p.m, G + sl.wgate, N, d, 2 * p.m);
             // the gate/up input gradient with the MLP norm's backward after it, where the shape allows
-            // (dx and dx16 are written: the down projection's weight gradient, reading dx16, first)
-            if (fused_norms) {
-                side.join(wdown_done);
-                normed2 = norm_backward_product(dgu, 2 * p.m, W16 + sl.wgate, ws + a.x_mid, W + sl.norm2, ws + a.r2, dx,
-                                                p.proj16 ? dx_copy : nullptr, G + sl.norm2, N, 2 * p.m, d, true,
-                                                fused_products_rows(), norm2_partials, st);
-            }
+            // (into the mixer's dx: the down projection's weight gradient may still read the layer's)
+            if (fused_norms)
+                normed2 = norm_backward_product(dgu, 2 * p.m, W16 + sl.wgate, ws + a.x_mid, W + sl.norm2, ws + a.r2,
+                                                mixer_in.dx, p.proj16 ? mixer_in.copy : nullptr, G + sl.norm2, N,
+                                                2 * p.m, d, true, fused_products_rows(), norm2_partials, st, {}, dx);
             if (!normed2) blas.input_grad(dgu, 2 * p.m, W16 + sl.wgate, dxn, d, N, d, 2 * p.m, false);
         } else {
             float* dhm = ws + p.s1;
@@ -672,24 +692,22 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
             blas.input_grad(dgu, 2 * p.m, W + sl.wgate, dxn, d, N, d, 2 * p.m, false);
             wgate_done = side.weight_grad(ws + a.xn2, d, dgu, 2 * p.m, G + sl.wgate, N, d, 2 * p.m);
         }
-        if (!normed2) {
-            side.join(wdown_done);  // dx is added to next
-            rmsnorm_backward(ws + a.x_mid, W + sl.norm2, ws + a.r2, dxn, dx, G + sl.norm2, N, d, d, true, norm2_partials,
-                             st, p.proj16 ? dx_copy : nullptr);
-        }
+        if (!normed2)
+            rmsnorm_backward(ws + a.x_mid, W + sl.norm2, ws + a.r2, dxn, mixer_in.dx, G + sl.norm2, N, d, d, true,
+                             norm2_partials, st, p.proj16 ? mixer_in.copy : nullptr, dx);
         // mixer. The LSTM writes s2 (dgu above) next; the linear-attention mixers do not, so the
         // wgate gradient may run beside their backward, into the tail of the recurrence kernel's
-        // last wave of blocks (joined before the first norm's backward, through wo_done).
-        cudaEvent_t wo_done = nullptr;
+        // last wave of blocks (joined at the next layer's start, through wq_done). wo's weight
+        // gradient reads the mixer's dx, which only the next layer's MLP norm writes: joined there
+        // likewise.
         // the first norm's partial sums, whichever kernel takes its backward, and in the first layer the
         // embedding's; the first layer's dx goes to the embedding only, summed per letter inside the
         // norm's backward where the letters' tables fit
         const Partials norm1_partials = region(norm_partials);
         const Partials embed_sums = l == 0 ? region(embed_partials(p, c)) : Partials{};
         const bool by_letters = l == 0 && rmsnorm_backward_embeds(N, d, c.vocab);
-        // dx is written below but in the first layer summed by letters (read there, never written): then
-        // wo's weight gradient, which reads dx16, is not joined first (it had held the second half's
-        // last norm for ~100 us at T = 256: bf16 steps -0.5%, docs/PERFORMANCE.md, 2026-11-28)
+        // the layer's dx is written below (the down projection's weight gradient, which reads it, joined
+        // first) but in the first layer summed by letters (the mixer's dx read there, nothing written)
         const bool writes_dx = !by_letters;
         bool normed1 = false;
         if (c.mixer == Mixer::lstm) {
@@ -698,8 +716,8 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
             float* dZ = ws + p.s2;
             float* dh_next = ws + p.dh_next;
             float* dc_next = ws + p.dc_next;
-            blas.input_grad(dx32, d, W + sl.wo, dH, d, N, d, d, false);
-            blas.weight_grad(ws + a.h, d, dx32, d, G + sl.wo, N, d, d);
+            blas.input_grad(mixer_in.dx32, d, W + sl.wo, dH, d, N, d, d, false);
+            blas.weight_grad(ws + a.h, d, mixer_in.dx32, d, G + sl.wo, N, d, d);
             for (std::size_t t = p.T; t-- > 0;) {
                 lstm_cell_backward(ws + a.z, ws + a.c, dH, dh_next, dc_next, dZ, p.B, p.T, t, d, st);
                 if (t > 0)  // dh_{t-1} = dz_t W_h
@@ -725,11 +743,11 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
             if (p.proj16 && (p.dpre16 == p.s1) != through_norm)
                 throw std::logic_error("backward_pass: the plan put dpre16 where this backward does not write it");
             if (p.proj16) {
-                blas.input_grad(dx16, d, W16 + sl.wo, dOn, d, N, d, d, false);
-                wo_done = side.weight_grad(as16(ws + a.on), d, dx16, d, G + sl.wo, N, d, d);
+                blas.input_grad(mixer_in.dx16, d, W16 + sl.wo, dOn, d, N, d, d, false);
+                side.weight_grad(as16(ws + a.on), d, mixer_in.dx16, d, G + sl.wo, N, d, d);
             } else {
-                blas.input_grad(dx32, d, W + sl.wo, dOn, d, N, d, d, false);
-                wo_done = side.weight_grad(ws + a.on, d, dx32, d, G + sl.wo, N, d, d);
+                blas.input_grad(mixer_in.dx32, d, W + sl.wo, dOn, d, N, d, d, false);
+                side.weight_grad(ws + a.on, d, mixer_in.dx32, d, G + sl.wo, N, d, d);
             }
             const Partials onorm = region(onorm_partials(p));
             const OutputNorm on{ws + a.o, dOn, ws + a.ro, W + sl.onorm};
@@ -773,15 +791,15 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
             wq_done = p.proj16 ? side.weight_grad(as16(ws + a.xn1), d, dpre16, p.ldp, G + sl.wq, N, d, p.proj)
                                : side.weight_grad(ws + a.xn1, d, dpre, p.ldp, G + sl.wq, N, d, p.proj);
             if (p.proj16) {
-                // with the first norm's backward after it, where the shape allows (dx and dx16 are written:
-                // wo's weight gradient, reading dx16, first), and in the first layer its dx summed by letters
+                // with the first norm's backward after it, where the shape allows, and in the first layer its
+                // dx summed by letters
                 if (fused_norms) {
-                    if (writes_dx) side.join(wo_done);
+                    if (writes_dx) side.join(wdown_done);
                     LetterSums letters{};
                     if (by_letters) letters = {in.tokens, c.vocab, G + L.embed, embed_sums};
                     normed1 = norm_backward_product(dpre16, p.ldp, W16 + sl.wq, ws + p.x[l], W + sl.norm1, ws + a.r1, dx,
                                                     l > 0 ? dx_copy : nullptr, G + sl.norm1, N, p.ldp, d, true,
-                                                    fused_products_rows(), norm1_partials, st, letters);
+                                                    fused_products_rows(), norm1_partials, st, letters, mixer_in.dx);
                 }
                 if (!normed1) blas.input_grad(dpre16, p.ldp, W16 + sl.wq, dxn, d, N, d, p.ldp, false);
             } else {
@@ -789,15 +807,15 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
             }
         }
         // the dx of the layer below (its MLP's operand), or the embedding's gradient (by_letters)
-        if (writes_dx) side.join(wo_done);  // dx (and dx16) are written next
+        if (writes_dx) side.join(wdown_done);  // dx (and its copy) are written next
         const std::int32_t* tokens = in.tokens;
         if (by_letters) {
             if (!normed1)
-                rmsnorm_backward_into_embedding(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, tokens,
+                rmsnorm_backward_into_embedding(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, mixer_in.dx, G + sl.norm1, tokens,
                                                 G + L.embed, N, d, c.vocab, true, norm1_partials, embed_sums, st);
         } else if (!normed1) {
             rmsnorm_backward(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, N, d, d, true,
-                             norm1_partials, st, l > 0 ? dx_copy : nullptr);
+                             norm1_partials, st, l > 0 ? dx_copy : nullptr, mixer_in.dx);
         }
         if (l == 0 && !by_letters) {
             embed_backward(tokens, dx, G + L.embed, N, d, c.vocab, embed_sums, st);

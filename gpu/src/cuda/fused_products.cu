@@ -305,7 +305,8 @@ struct NormBackwardArgs {
     const float* x;  // the norm's input [rows][d]
     const float* rinv;
     const float* gain;
-    D* dx;            // [rows][d]: written, or added to (accumulate); fp32 or bf16
+    D* dx;            // [rows][d]: written; fp32 or bf16
+    const D* before;  // accumulating, what is added to (dx itself, or another array)
     bf16* dx16;       // its bf16 copy (a float dx), or null
     float* partials;  // [gridDim.x][d]: the gain's gradient summed over each block's rows
     unsigned ldy, rows, K, d, tiles;
@@ -450,7 +451,7 @@ __global__ void __launch_bounds__(nb_threads, 2) norm_backward_product_kernel(No
                 const bool in = first + i < s.rows;
                 const std::size_t at_row = std::size_t(in ? first + i : first) * d + c0;
                 load_columns<V>(s.x + at_row, xv[i]);
-                if (s.accumulate) load_columns<V>(s.dx + at_row, before[i]);
+                if (s.accumulate) load_columns<V>(s.before + at_row, before[i]);
                 ri[i] = s.rinv[in ? first + i : first];
                 load_columns<V>(tile + (r0 + i) * y_stride(d) + c0, dv[i]);
                 dot[i] = 0;
@@ -573,12 +574,13 @@ template <class D>
 bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const float* x, const float* gain,
                            const float* rinv, D* dx, bf16* dx16, float* dg, std::size_t rows, std::size_t k,
                            std::size_t d, bool accumulate, std::size_t min_rows, const Partials& partials,
-                           cudaStream_t stream, const LetterSums& letters) {
+                           cudaStream_t stream, const LetterSums& letters, const D* before) {
     if (rows == 0 || rows < min_rows || rows >= (1u << 31) || k == 0 || k % 8 || k > 65536 || ldy < k || ldy % 8 ||
         (d != 32 && d != 64 && d != 128) || !aligned16(partials.scratch) || (std::is_same_v<D, bf16> && dx16))
         return false;
     for (const void* p : {static_cast<const void*>(dy), static_cast<const void*>(w), static_cast<const void*>(x),
-                          static_cast<const void*>(gain), static_cast<const void*>(dx), static_cast<const void*>(dx16)})
+                          static_cast<const void*>(gain), static_cast<const void*>(dx), static_cast<const void*>(dx16),
+                          static_cast<const void*>(before)})
         if (!aligned16(p)) return false;
     const std::size_t vocab = letters.tokens ? letters.vocab : 0;
     if (letters.tokens && (vocab == 0 || dx16 || !letters.table || !letters.partials.sums ||
@@ -588,7 +590,7 @@ bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const
                   : d == 64 ? norm_backward_kernel<8, D>(vocab)
                             : norm_backward_kernel<16, D>(vocab);
     if (!kernel) return false;  // more letters than the tables take
-    const NormBackwardArgs<D> s{dy, w, x, rinv, gain, dx, dx16, partials.scratch, unsigned(ldy), unsigned(rows),
+    const NormBackwardArgs<D> s{dy, w, x, rinv, gain, dx, before ? before : dx, dx16, partials.scratch, unsigned(ldy), unsigned(rows),
                              unsigned(k), unsigned(d), unsigned((rows + nb_rows - 1) / nb_rows), accumulate,
                              letters.tokens, letters.partials.scratch, unsigned(vocab)};
     const std::size_t bytes = NormBackwardLayout(s.d).total * sizeof(bf16);
@@ -609,9 +611,9 @@ bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const
 // The residual stream's gradient in its two types (kernels.cuh).
 template bool norm_backward_product(const bf16*, std::size_t, const bf16*, const float*, const float*, const float*,
                                     float*, bf16*, float*, std::size_t, std::size_t, std::size_t, bool, std::size_t,
-                                    const Partials&, cudaStream_t, const LetterSums&);
+                                    const Partials&, cudaStream_t, const LetterSums&, const float*);
 template bool norm_backward_product(const bf16*, std::size_t, const bf16*, const float*, const float*, const float*,
                                     bf16*, bf16*, float*, std::size_t, std::size_t, std::size_t, bool, std::size_t,
-                                    const Partials&, cudaStream_t, const LetterSums&);
+                                    const Partials&, cudaStream_t, const LetterSums&, const bf16*);
 
 }  // namespace statetrack::gpu::cuda

@@ -252,7 +252,7 @@ struct EmbedRows {
 template <int CH, class D>
 __global__ void __launch_bounds__(row_warps * 32, norm_blocks_per_sm)
     rmsnorm_backward_rows_kernel(const float* __restrict__ x, const float* __restrict__ g,
-                                 const float* __restrict__ rinv, const float* __restrict__ dy, D* __restrict__ dx,
+                                 const float* __restrict__ rinv, const float* __restrict__ dy, D* dx, const D* before,
                                  bf16* __restrict__ dx16, float* __restrict__ partials, unsigned rows, RowShape s,
                                  bool accumulate, const EmbedRows e) {
     __shared__ float4 partial[row_warps][32 * CH];
@@ -296,7 +296,7 @@ __global__ void __launch_bounds__(row_warps * 32, norm_blocks_per_sm)
                                      rk * gk.y * dk.y - xk.y * rk * rk * rk * dot / n,
                                      rk * gk.z * dk.z - xk.z * rk * rk * rk * dot / n,
                                      rk * gk.w * dk.w - xk.w * rk * rk * rk * dot / n);
-            if (accumulate) out = add4(load4(dx + at + 4 * i), out);
+            if (accumulate) out = add4(load4(before + at + 4 * i), out);
             if (e.tokens) {  // each lane its own columns of the letter's row: no two lanes add to one
                 float4& t = mine[std::size_t(e.tokens[row]) * s.quads + i];
                 t = add4(t, out);
@@ -342,7 +342,8 @@ __global__ void rmsnorm_forward_kernel(const float* x, const float* g, float* y,
 }
 
 __global__ void rmsnorm_backward_kernel(const float* x, const float* g, const float* rinv, const float* dy, float* dx,
-                                        std::size_t rows, std::size_t width, std::size_t group, bool accumulate) {
+                                        const float* before, std::size_t rows, std::size_t width, std::size_t group,
+                                        bool accumulate) {
     const std::size_t groups = width / group;
     const std::size_t w = (std::size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
     const unsigned lane = threadIdx.x % 32;
@@ -354,7 +355,7 @@ __global__ void rmsnorm_backward_kernel(const float* x, const float* g, const fl
     dot = warp_sum(dot);
     for (std::size_t i = lane; i < group; i += 32) {
         const float v = r * g[h * group + i] * dy[at + i] - x[at + i] * r * r * r * dot / float(group);
-        dx[at + i] = accumulate ? dx[at + i] + v : v;
+        dx[at + i] = accumulate ? before[at + i] + v : v;
     }
 }
 
@@ -962,9 +963,10 @@ std::size_t rmsnorm_backward_partials(std::size_t rows, std::size_t width) {
 template <class D>
 void rmsnorm_backward(const float* x, const float* g, const float* rinv, const float* dy, D* dx, float* dg,
                       std::size_t rows, std::size_t width, std::size_t group, bool accumulate,
-                      const Partials& partials, cudaStream_t stream, bf16* dx16) {
+                      const Partials& partials, cudaStream_t stream, bf16* dx16, const D* before) {
     RowShape shape{};
     unsigned chunks = 0;
+    if (!before) before = dx;
     if (std::is_same_v<D, bf16> && dx16) throw std::invalid_argument("rmsnorm_backward: a bf16 dx takes no bf16 copy");
     if (aligned16(partials.scratch) &&
         vector_rows(rows, width, group, {x, dy, reinterpret_cast<const float*>(dx), reinterpret_cast<const float*>(dx16)},
@@ -973,7 +975,7 @@ void rmsnorm_backward(const float* x, const float* g, const float* rinv, const f
         with_chunks(chunks, [&](auto ch) {
             constexpr int CH = decltype(ch)::value;
             rmsnorm_backward_rows_kernel<CH, D><<<blocks, row_warps * 32, 0, stream>>>(
-                x, g, rinv, dy, dx, dx16, partials.scratch, unsigned(rows), shape, accumulate, EmbedRows{});
+                x, g, rinv, dy, dx, before, dx16, partials.scratch, unsigned(rows), shape, accumulate, EmbedRows{});
         });
         launched("rmsnorm_backward");
         partials.sums->push_back({partials.scratch, blocks, width, dg});
@@ -983,8 +985,8 @@ void rmsnorm_backward(const float* x, const float* g, const float* rinv, const f
         throw std::invalid_argument("rmsnorm_backward: a bf16 dx needs the row kernel's layout");
     } else {
         if (dx16) throw std::invalid_argument("rmsnorm_backward: a bf16 copy needs the row kernel's layout");
-        rmsnorm_backward_kernel<<<blocks_for(rows * (width / group) * 32), threads, 0, stream>>>(x, g, rinv, dy, dx, rows,
-                                                                                                width, group, accumulate);
+        rmsnorm_backward_kernel<<<blocks_for(rows * (width / group) * 32), threads, 0, stream>>>(
+            x, g, rinv, dy, dx, before, rows, width, group, accumulate);
         launched("rmsnorm_backward");
         const ColumnChunks gain = column_chunks(rows, width);
         rmsnorm_gain_kernel<<<gain.grid(), threads, 0, stream>>>(x, rinv, dy, partials.scratch, rows, width, group,
@@ -1029,7 +1031,7 @@ void rmsnorm_backward_into_embedding(const float* x, const float* g, const float
     with_chunks(chunks, [&](auto ch) {
         constexpr int CH = decltype(ch)::value;
         rmsnorm_backward_rows_kernel<CH, D><<<blocks, row_warps * 32, bytes, stream>>>(
-            x, g, rinv, dy, const_cast<D*>(dx), nullptr, partials.scratch, unsigned(rows), shape, accumulate, e);
+            x, g, rinv, dy, const_cast<D*>(dx), dx, nullptr, partials.scratch, unsigned(rows), shape, accumulate, e);
     });
     launched("rmsnorm_backward_into_embedding");
     partials.sums->push_back({partials.scratch, blocks, width, dg});
@@ -1223,7 +1225,7 @@ void lstm_cell_backward(const float* z, const float* c, const float* dH, const f
     template void embed_backward(const std::int32_t*, const D*, float*, std::size_t, std::size_t, std::size_t,        \
                                  const Partials&, cudaStream_t);                                                      \
     template void rmsnorm_backward(const float*, const float*, const float*, const float*, D*, float*, std::size_t,   \
-                                   std::size_t, std::size_t, bool, const Partials&, cudaStream_t, bf16*);             \
+                                   std::size_t, std::size_t, bool, const Partials&, cudaStream_t, bf16*, const D*);   \
     template void rmsnorm_backward_into_embedding(const float*, const float*, const float*, const float*, const D*,   \
                                                   float*, const std::int32_t*, float*, std::size_t, std::size_t,      \
                                                   std::size_t, bool, const Partials&, const Partials&, cudaStream_t); \

@@ -86,10 +86,14 @@ bool embed_and_norm(const std::int32_t* tokens, const float* table, float* x, co
 // dx (+)= r g dy - x r^3 sum(g dy x) / group (accumulate or overwrite); dg += sum_n dy x r. dx16
 // (optional, vectorised layouts only, null for a bf16 dx) receives a bf16 copy of the new dx. A bf16
 // dx (D): the vectorised layouts only.
+// Accumulating, the value added to is `before` where given (another array of dx's shape, or dx
+// itself), else dx: the backward writes each layer's dx into the other of two arrays, so that the
+// side stream's products may still read the one before (cuda_backend.cu, backward_pass).
 template <class D>
 void rmsnorm_backward(const float* x, const float* g, const float* rinv, const float* dy, D* dx, float* dg,
                       std::size_t rows, std::size_t width, std::size_t group, bool accumulate,
-                      const Partials& partials, cudaStream_t stream, bf16* dx16 = nullptr);
+                      const Partials& partials, cudaStream_t stream, bf16* dx16 = nullptr,
+                      const D* before = nullptr);
 std::size_t rmsnorm_backward_partials(std::size_t rows, std::size_t width);
 
 // The first layer's norm backward (group = width) where dx is for the embedding only: dx's new
@@ -152,6 +156,7 @@ bool residual_norm_forward(const bf16* x, const bf16* w, const float* r, float* 
 // (d 32, 64 or 128; k and ldy multiples of 8; 16-byte aligned arrays; two blocks an SM) or the rows
 // are fewer than min_rows: then the product and rmsnorm_backward run apart. dx and dx16 must not
 // overlap dy, w or x. dx: the residual stream's gradient type D (dx16 null for a bf16 dx).
+// Accumulating, the value added to is `before` where given, as rmsnorm_backward's.
 // With `letters` (the first layer's norm, whose dx is for the embedding only, as
 // rmsnorm_backward_into_embedding): dx's new value is not written but summed per letter into
 // letters.table (+=, through letters.partials: rmsnorm_backward_embed_partials(rows, d, vocab)
@@ -166,7 +171,7 @@ template <class D>
 bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const float* x, const float* gain,
                            const float* rinv, D* dx, bf16* dx16, float* dg, std::size_t rows, std::size_t k,
                            std::size_t d, bool accumulate, std::size_t min_rows, const Partials& partials,
-                           cudaStream_t stream, const LetterSums& letters = {});
+                           cudaStream_t stream, const LetterSums& letters = {}, const D* before = nullptr);
 // The rows from which the forward kernels and norm_backward_product are faster than the kernels they
 // replace: 32 tiles of 16 rows an SM (16 a block for mlp_down_forward's two blocks an SM, 8 for
 // residual_norm_forward's four; two of norm_backward_product's 128-row tiles a block). H100, at the
