@@ -618,12 +618,11 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
     };
     // The layers' dx in array 0 (the head's, then each first norm's), their mixers' in array 1 (each MLP
     // norm's). Before a norm writes an array, the side products reading it are joined: wo's weight
-    // gradient of the layer above for array 1, the layer's wdown gradient for array 0. (With one array,
+    // gradient of the layer above for array 1 (through the join at the layer's start, of the projections'
+    // weight gradient after it on the side stream), the layer's wdown gradient for array 0. (With one array,
     // the MLP norm waited for wdown's gradient, which ran only after mlp_down_backward: 100-240 us a
     // layer and half at T = 256, docs/PERFORMANCE.md, 2026-11-28.)
     const Gradient layer_in = gradient(0), mixer_in = gradient(1);
-    D* const dx = layer_in.dx;
-    float* const dx32 = layer_in.dx32;
     float* dxn = ws + p.dxn;
     SideProducts side{s};
     STATETRACK_CUDA(cudaMemsetAsync(G, 0, L.total * sizeof(float), st));
@@ -639,20 +638,18 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
         return r;
     };
     const std::size_t norm_partials = rmsnorm_backward_partials(N, d);
-    bf16* const dx16 = layer_in.dx16;
-    bf16* const dx_copy = layer_in.copy;
     // head and final norm
     if (p.head_fused) {
         head_step(ws + p.x[c.layers], W + L.norm_f, W + L.head, W + L.head_bias,
-                  in.targets, in.params, in.results, dx, dx_copy,
+                  in.targets, in.params, in.results, layer_in.dx, layer_in.copy,
                   G + L.head, G + L.head_bias, G + L.norm_f, N, d, p.C, region(head_step_partials(N, d, p.C)),
                   reinterpret_cast<double*>(regions_end), st);
     } else {
         blas.input_grad(ws + p.dlogits, p.C, W + L.head, dxn, d, N, d, p.C, false);
         side.weight_grad(ws + p.xnf, d, ws + p.dlogits, p.C, G + L.head, N, d, p.C);
         column_sums(ws + p.dlogits, p.C, G + L.head_bias, N, p.C, region(column_sums_partials(N, p.C)), st);
-        rmsnorm_backward(ws + p.x[c.layers], W + L.norm_f, ws + p.rf, dxn, dx, G + L.norm_f, N, d, d, false,
-                         region(norm_partials), st, dx_copy);
+        rmsnorm_backward(ws + p.x[c.layers], W + L.norm_f, ws + p.rf, dxn, layer_in.dx, G + L.norm_f, N, d, d, false,
+                         region(norm_partials), st, layer_in.copy);
     }
     // the last side product of the layer above (the projections'): it reads s1 ([dpre | dz]) or dpre16
     cudaEvent_t wq_done = nullptr;
@@ -669,10 +666,11 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
         bool normed2 = false;  // the MLP norm's backward ran inside the gate/up input gradient
         if (p.mlp16) {
             bf16 *dhm = as16(ws + p.s1), *dgu = as16(ws + p.s2);
-            wdown_done = side.weight_grad(as16(ws + a.hm), p.m, dx16, d, G + sl.wdown, N, p.m, d);
+            wdown_done = side.weight_grad(as16(ws + a.hm), p.m, layer_in.dx16, d, G + sl.wdown, N, p.m, d);
             // dh stays inside one kernel where the shape allows; else cuBLAS writes it for swiglu_backward
-            if (!session.options.fused_products || !mlp_down_backward(dx16, W16 + sl.wdown, as16(ws + a.gu), dgu, N, d, p.m, st)) {
-                blas.input_grad(dx16, d, W16 + sl.wdown, dhm, p.m, N, p.m, d, false);
+            if (!session.options.fused_products ||
+                !mlp_down_backward(layer_in.dx16, W16 + sl.wdown, as16(ws + a.gu), dgu, N, d, p.m, st)) {
+                blas.input_grad(layer_in.dx16, d, W16 + sl.wdown, dhm, p.m, N, p.m, d, false);
                 swiglu_backward(as16(ws + a.gu), dhm, dgu, N, p.m, st);
             }
             wgate_done = side.weight_grad(as16(ws + a.xn2), d, dgu, 2 * p.m, G + sl.wgate, N, d, 2 * p.m);
@@ -681,20 +679,21 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
             if (fused_norms)
                 normed2 = norm_backward_product(dgu, 2 * p.m, W16 + sl.wgate, ws + a.x_mid, W + sl.norm2, ws + a.r2,
                                                 mixer_in.dx, p.proj16 ? mixer_in.copy : nullptr, G + sl.norm2, N,
-                                                2 * p.m, d, true, fused_products_rows(), norm2_partials, st, {}, dx);
+                                                2 * p.m, d, true, fused_products_rows(), norm2_partials, st, {},
+                                                layer_in.dx);
             if (!normed2) blas.input_grad(dgu, 2 * p.m, W16 + sl.wgate, dxn, d, N, d, 2 * p.m, false);
         } else {
             float* dhm = ws + p.s1;
             float* dgu = ws + p.s2;
-            blas.input_grad(dx32, d, W + sl.wdown, dhm, p.m, N, p.m, d, false);
-            wdown_done = side.weight_grad(ws + a.hm, p.m, dx32, d, G + sl.wdown, N, p.m, d);
+            blas.input_grad(layer_in.dx32, d, W + sl.wdown, dhm, p.m, N, p.m, d, false);
+            wdown_done = side.weight_grad(ws + a.hm, p.m, layer_in.dx32, d, G + sl.wdown, N, p.m, d);
             swiglu_backward(ws + a.gu, dhm, dgu, N, p.m, st);
             blas.input_grad(dgu, 2 * p.m, W + sl.wgate, dxn, d, N, d, 2 * p.m, false);
             wgate_done = side.weight_grad(ws + a.xn2, d, dgu, 2 * p.m, G + sl.wgate, N, d, 2 * p.m);
         }
         if (!normed2)
             rmsnorm_backward(ws + a.x_mid, W + sl.norm2, ws + a.r2, dxn, mixer_in.dx, G + sl.norm2, N, d, d, true,
-                             norm2_partials, st, p.proj16 ? mixer_in.copy : nullptr, dx);
+                             norm2_partials, st, p.proj16 ? mixer_in.copy : nullptr, layer_in.dx);
         // mixer. The LSTM writes s2 (dgu above) next; the linear-attention mixers do not, so the
         // wgate gradient may run beside their backward, into the tail of the recurrence kernel's
         // last wave of blocks (joined at the next layer's start, through wq_done). wo's weight
@@ -797,9 +796,10 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
                     if (writes_dx) side.join(wdown_done);
                     LetterSums letters{};
                     if (by_letters) letters = {in.tokens, c.vocab, G + L.embed, embed_sums};
-                    normed1 = norm_backward_product(dpre16, p.ldp, W16 + sl.wq, ws + p.x[l], W + sl.norm1, ws + a.r1, dx,
-                                                    l > 0 ? dx_copy : nullptr, G + sl.norm1, N, p.ldp, d, true,
-                                                    fused_products_rows(), norm1_partials, st, letters, mixer_in.dx);
+                    normed1 = norm_backward_product(dpre16, p.ldp, W16 + sl.wq, ws + p.x[l], W + sl.norm1, ws + a.r1,
+                                                    layer_in.dx, l > 0 ? layer_in.copy : nullptr, G + sl.norm1, N,
+                                                    p.ldp, d, true, fused_products_rows(), norm1_partials, st, letters,
+                                                    mixer_in.dx);
                 }
                 if (!normed1) blas.input_grad(dpre16, p.ldp, W16 + sl.wq, dxn, d, N, d, p.ldp, false);
             } else {
@@ -811,14 +811,15 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
         const std::int32_t* tokens = in.tokens;
         if (by_letters) {
             if (!normed1)
-                rmsnorm_backward_into_embedding(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, mixer_in.dx, G + sl.norm1, tokens,
-                                                G + L.embed, N, d, c.vocab, true, norm1_partials, embed_sums, st);
+                rmsnorm_backward_into_embedding(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, mixer_in.dx, G + sl.norm1,
+                                                tokens, G + L.embed, N, d, c.vocab, true, norm1_partials, embed_sums,
+                                                st);
         } else if (!normed1) {
-            rmsnorm_backward(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, dx, G + sl.norm1, N, d, d, true,
-                             norm1_partials, st, l > 0 ? dx_copy : nullptr, mixer_in.dx);
+            rmsnorm_backward(ws + p.x[l], W + sl.norm1, ws + a.r1, dxn, layer_in.dx, G + sl.norm1, N, d, d, true,
+                             norm1_partials, st, l > 0 ? layer_in.copy : nullptr, mixer_in.dx);
         }
         if (l == 0 && !by_letters) {
-            embed_backward(tokens, dx, G + L.embed, N, d, c.vocab, embed_sums, st);
+            embed_backward(tokens, layer_in.dx, G + L.embed, N, d, c.vocab, embed_sums, st);
         }
     }
     add_partial_sums(sums, st);

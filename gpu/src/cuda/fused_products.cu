@@ -25,9 +25,11 @@
 // first layer dx is summed by letters into the embedding's gradient (LetterSums) instead of written.
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "activations.cuh"
 #include "bf16_tiles.cuh"
+#include "four_values.cuh"
 #include "kernels.cuh"
 #include "warp_sums.cuh"
 
@@ -330,48 +332,34 @@ struct NormBackwardLayout {
                                                                            : 2 * std::size_t(nb_rows) * y_stride(d)) {}
 };
 
-// V adjacent floats (V 1, 2 or 4: V elements aligned) in one load or store, from and to fp32 or bf16.
-template <int V>
-__device__ void load_columns(const float* p, float (&v)[V]) {
+// V adjacent values (V 1, 2 or 4: V elements aligned) of an fp32 or bf16 array in one access.
+template <int V, class T>
+__device__ void load_columns(const T* p, float (&v)[V]) {
     if constexpr (V == 4) {
-        const float4 f = *reinterpret_cast<const float4*>(p);
+        const float4 f = load4(p);
         v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+    } else if constexpr (V == 2 && std::is_same_v<T, bf16>) {
+        const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+        v[0] = f.x, v[1] = f.y;
     } else if constexpr (V == 2) {
         const float2 f = *reinterpret_cast<const float2*>(p);
         v[0] = f.x, v[1] = f.y;
     } else {
-        v[0] = *p;
+        v[0] = as_float(*p);
     }
 }
-template <int V>
-__device__ void store_columns(float* p, const float (&v)[V]) {
-    if constexpr (V == 4) *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
-    else if constexpr (V == 2) *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
-    else *p = v[0];
-}
-template <int V>
-__device__ void load_columns(const bf16* p, float (&v)[V]) {
+template <int V, class T>
+__device__ void store_columns(T* p, const float (&v)[V]) {
     if constexpr (V == 4) {
-        const uint2 bits = *reinterpret_cast<const uint2*>(p);
-        const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits.x));
-        const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits.y));
-        v[0] = a.x, v[1] = a.y, v[2] = b.x, v[3] = b.y;
-    } else if constexpr (V == 2) {
-        const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
-        v[0] = f.x, v[1] = f.y;
-    } else {
-        v[0] = __bfloat162float(*p);
-    }
-}
-template <int V>
-__device__ void store_columns(bf16* p, const float (&v)[V]) {
-    if constexpr (V == 4) {
-        alignas(8) const __nv_bfloat162 pair[2] = {__floats2bfloat162_rn(v[0], v[1]), __floats2bfloat162_rn(v[2], v[3])};
-        *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(pair);
-    } else if constexpr (V == 2) {
+        store4(p, make_float4(v[0], v[1], v[2], v[3]));
+    } else if constexpr (V == 2 && std::is_same_v<T, bf16>) {
         *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(v[0], v[1]);
-    } else {
+    } else if constexpr (V == 2) {
+        *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
+    } else if constexpr (std::is_same_v<T, bf16>) {
         *p = __float2bfloat16(v[0]);
+    } else {
+        *p = v[0];
     }
 }
 
@@ -590,9 +578,9 @@ bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const
                   : d == 64 ? norm_backward_kernel<8, D>(vocab)
                             : norm_backward_kernel<16, D>(vocab);
     if (!kernel) return false;  // more letters than the tables take
-    const NormBackwardArgs<D> s{dy, w, x, rinv, gain, dx, before ? before : dx, dx16, partials.scratch, unsigned(ldy), unsigned(rows),
-                             unsigned(k), unsigned(d), unsigned((rows + nb_rows - 1) / nb_rows), accumulate,
-                             letters.tokens, letters.partials.scratch, unsigned(vocab)};
+    const NormBackwardArgs<D> s{dy, w, x, rinv, gain, dx, before ? before : dx, dx16, partials.scratch, unsigned(ldy),
+                                unsigned(rows), unsigned(k), unsigned(d), unsigned((rows + nb_rows - 1) / nb_rows),
+                                accumulate, letters.tokens, letters.partials.scratch, unsigned(vocab)};
     const std::size_t bytes = NormBackwardLayout(s.d).total * sizeof(bf16);
     const int per_sm = persistent_blocks_per_sm(reinterpret_cast<const void*>(kernel), nb_threads, bytes,
                                                 "norm_backward_product");

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "activations.cuh"
+#include "four_values.cuh"
 #include "kernels.cuh"
 #include "warp_sums.cuh"
 
@@ -102,25 +103,6 @@ __global__ void add_double_sum_kernel(const double* __restrict__ partials, std::
     acc = warp_sum(acc);
     if (threadIdx.x == 0) *out += acc;
 }
-
-__device__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
-__device__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
-__device__ float4 add4(float4 a, float4 b) { return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
-// Four bf16 values (8 bytes) in and out of fp32 registers, rounding to nearest even.
-__device__ float4 load4(const bf16* p) {
-    const uint2 bits = *reinterpret_cast<const uint2*>(p);
-    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits.x));
-    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits.y));
-    return make_float4(a.x, a.y, b.x, b.y);
-}
-__device__ void store4(bf16* p, float4 v) {
-    const __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
-    uint2 bits;
-    bits.x = *reinterpret_cast<const unsigned*>(&a), bits.y = *reinterpret_cast<const unsigned*>(&b);
-    *reinterpret_cast<uint2*>(p) = bits;
-}
-__device__ float as_float(float v) { return v; }
-__device__ float as_float(bf16 v) { return __bfloat162float(v); }
 
 // A warp per row, float4 columns where d allows (a thread per element with a 64-bit division by d
 // took 19 / 107 us at T = 40 / 256, twice the bytes' time).

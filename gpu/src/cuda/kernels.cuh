@@ -61,7 +61,7 @@ inline std::size_t partials_region(std::size_t floats) { return (floats + 63) / 
 void add_partial_sums(const std::vector<PartialSum>& sums, cudaStream_t stream);
 
 // The residual stream's gradient dx (of the layers' inputs x) is fp32, or bf16 under --matmul bf16
-// for the delta rules (Plan::dx16, cuda_backend.cu): the kernels that read or write it take D = float
+// for the delta rules (Plan::grad16, cuda_backend.cu): the kernels that read or write it take D = float
 // or bf16 (instantiated for both), and compute in fp32 either way. x itself stays fp32: in bf16 it
 // took the logits 0.7-2.7e-2 from the fp64 reference, past the 2e-2 the issue sets (docs/PERFORMANCE.md,
 // 2026-11-28).
