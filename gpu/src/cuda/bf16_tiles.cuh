@@ -22,6 +22,15 @@ __device__ inline void copy16(void* dst, const void* src, bool valid) {
     __trap();  // launch_persistent launches only code built for sm_80 or later
 #endif
 }
+// The same for 4 bytes (cp.async.ca: 16-byte copies may bypass L1, these may not).
+__device__ inline void copy4(void* dst, const void* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(shared_address(dst)), "l"(src),
+                 "r"(valid ? 4 : 0));
+#else
+    __trap();
+#endif
+}
 __device__ inline void commit_copies() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;" ::: "memory");

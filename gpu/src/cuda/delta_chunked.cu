@@ -16,6 +16,7 @@
 // the products the state never takes (the forward's into O, the backward's into gradients) go on the
 // TF32 tensor cores, and the SiLU's exponential is __expf's (Arithmetic::loose), with one factor a
 // token only: deltaproduct:2 to :4 run exact throughout (DeltaShape::loose_arithmetic).
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -524,6 +525,10 @@ void launch(const DeltaShape& s, const float* pre, const float* conv, const floa
 //   the products in FP64: 1658 us; SiLU by __expf, rows times reciprocals: 1547 us;
 //   the conv's row loads by a stride, each warp normalising its own rows: 1266 us; the loads at the
 //   word's ends by a stride too (no spills at KT = 4): 1239 us (T = 40: 256 -> 230 us).
+// H100, bf16, half a batch at T = 256 (ncu, 2026-11-28): 462-466 us; each warp's part of step 1 as
+// soon as its step 7 is done (warp 1 had waited 14% of its time at the loop's top barrier), with
+// o, dOn and u by cp.async: 458-462 us (barrier stalls 12% -> 7% of the samples, the scoreboard's
+// up), the step ~1% faster.
 constexpr int back_threads = 64;
 
 // The block's shared memory, in floats: five [C][ld32] row tiles, three [C][ld16] tiles, S and dS.
@@ -536,13 +541,17 @@ struct BackTiles {
     static constexpr int g = dr + C * ld32;      // G = K K^T below the diagonal
     static constexpr int l = g + C * ld16;       // L = G diag(beta), then dG + dG^T
     static constexpr int p = l + C * ld16;       // P = Q K^T on and below the diagonal, then dP
-    static constexpr int s = p + C * ld16;       // [DH][ld32]: S_C, then S0
+    // From step 7 to the chunk before's step 2, where G, L and P are free: the chunk before's o and dOn
+    // ([C][DH] each, one row a token), as cp.async brings them for the output norm's backward.
+    static constexpr int stage_o = g, stage_dn = stage_o + C * DH;
+    static constexpr int s = std::max(p + C * ld16, stage_dn + C * DH);  // [DH][ld32]: S_C, then S0
     static constexpr int ds = s + DH * ld32;     // [DH][ld_state]: dS
     static constexpr int beta = ds + DH * ld_state;  // [C]
     static constexpr int norm = beta + C;        // [2 C]: 1 / |k_t|, then 1 / |q_t|
     static constexpr int dbeta_w = norm + 2 * C;   // [2][C]: dW_t . u_t over each warp's 16 columns
     static constexpr int dbeta_l = dbeta_w + 2 * C;  // [C]: sum_t dL[t][s] G[t][s]
-    static constexpr int dots = dbeta_l + C;     // [2][2][C]: each warp's half of the rows' dq . q and dk . k
+    static constexpr int dots = dbeta_l + C;     // [2][2][C]: each warp's half of the rows' dq . q and dk . k;
+                                                 // from step 7 on, the chunk before's 1 / rms (output norm) by token
     static constexpr int dgain = dots + 4 * C;   // [2][DH]: each warp's sum of the output norm's gain gradient
     static constexpr int floats = dgain + 2 * DH;
 };
@@ -668,85 +677,142 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     const Transposed DSt_h{sds + half * ld_state, ld_state};  // B = dS^T: value c, key half + r
     const Transposed S0t_h{ss + half * ld32, ld32};   // B = S0^T: value c, key half + r
 
-    for (int chunk = int((steps + TC - 1) / TC); chunk-- > 0;) {  // the last first
-        const std::size_t t0 = std::size_t(chunk) * TC;          // its first token
-        const int len = int(min(std::size_t(TC), steps - t0));   // its tokens inside the word
-        const int rows_in = F * len;                               // and its rows
-        const float zb = w == 1 && lane < rows_in ? zbeta[(n0 + t0 + lane / F) * ld + (lane % F) * H + h] : 0.0f;
-        __syncthreads();  // the chunk after is done with every tile
-        // 1. Q (warp 0) and K (warp 1) by the forward's own functions (conv_silu_rows,
-        // norm_reciprocal), so that undoing the forward's last product below subtracts what it added;
-        // on the rows past the word as well, as the forward (x is 0 there; with u, dO and beta 0 there
-        // those rows change nothing: a branch a token to zero them cost ~5 instructions). u and dO,
-        // half the rows each; beta. dO comes through the output norm (below).
-        {
-            float* dst = w == 0 ? sq : sk;
-            auto conv_column = [&](int m) {
-                conv_silu_rows<KT, F, AR>(s, pre, conv, n0 + t0, t0, len, Fs::backward_slot(w, m) * d + h * DH + lane,
-                                          Fs::backward_factor(w, m), dst, lane);
-            };
-            // warp 0 its column 0 (q), warp 1 its F columns (the k's)
-            if constexpr (F == 1) {
-                conv_column(0);
-            } else {  // as the forward's columns
-#pragma unroll 1
-                for (int m = 0; m < (w == 0 ? 1 : F); ++m) conv_column(m);
-            }
-            // K's rows past the tokens' (deltaproduct:3's row 15): never written here; step 6 of the
-            // chunk after wrote dk there (zeros for finite data), and the first chunk's are unset. Q's
-            // were cleared once with the rows that hold no query: step 6 writes dq elsewhere.
-            if (w == 1) Fs::clear_rows_past_tokens(sk, lane);
-            __syncwarp();
-            float* rinv = snorm + (w == 0 ? C : 0);
-            if (lane < C) rinv[lane] = norm_reciprocal(dst + lane * ld32);
-            __syncwarp();
+    // Step 1 of a chunk (its tokens t0 .. t0 + len - 1), in parts that each warp takes while the other
+    // may still be in the chunk after's step 7: the tiles written here are those step 7 no longer
+    // reads, dO's (which warp 0 takes back through the conv for q first) after the named barrier
+    // below. Deltanet's warp 0 has two conv columns to take back in step 7 (q, v) and warp 1 one (k),
+    // so warp 1 takes all of dO and u; deltaproduct:F's warps (F + 1 and F columns) take every second
+    // token's dO each. Before, both warps took half of dO after a barrier at the loop's top, where
+    // warp 1 waited 14% of its time for warp 0 (ncu, H100, 2026-11-28).
+    constexpr bool dO_by_warp1 = F == 1;
+    constexpr int dO_tokens = dO_by_warp1 ? TC : (TC + 1) / 2, dO_stride = dO_by_warp1 ? 1 : 2;
+    const bool takes_dO = !dO_by_warp1 || w == 1;
+    const int dO_first = dO_by_warp1 ? 0 : w;  // the warp's first token
+    // (a) u, all C rows (row t at u_saved's row (n0 + t0) F + t, [N][F d]), by warp 1 into its tile
+    // without passing registers: 8 lanes a row, 16 bytes each (zeros past the word's rows).
+    auto load_u = [&](std::size_t t0, int rows_in) {
+        const float* first = u_saved + (n0 + t0) * F * d + h * DH;
 #pragma unroll
-            for (int i = 0; i < C; ++i) dst[i * ld32 + lane] *= rinv[i];
+        for (int i = 0; i < C / 4; ++i) {
+            const int t = 4 * i + lane / 8, c = 4 * (lane % 8);
+            copy16(su + t * ld32 + c, first + std::size_t(t) * d + c, t < rows_in);
         }
-        {
-            // dO = r g dOn - o r^3 sum(g dOn o) / DH per row and head (the RMSNorm of o per head, whose
-            // group is this warp's 32 columns), as rmsnorm_backward computes it, with the sum as a
-            // warp sum; the gain's gradient dOn o r summed over the word's rows
-            // Each warp every second row of u (row t at u_saved's row (n0 + t0) F + t, [N][F d]) and
-            // every second token of dO (token i's on row F i + F - 1, the token's other rows 0).
-            const std::size_t row = n0 + t0 + w;  // token t0 + w
-            const std::size_t at = row * d + h * DH + lane;
-            const float *u_row = u_saved + ((n0 + t0) * F + w) * d + h * DH + lane, *o_row = on.o + at,
-                        *dn_row = on.dOn + at, *r_row = on.rinv + row * H + h;
-            const float gain = on.gain[h * DH + lane];
-            constexpr int TH = (TC + 1) / 2;  // tokens a warp (the second warp's last may be past TC)
-            float xo[TH], xd[TH], rr[TH], dot[TH];
+        commit_copies();
+    };
+    // (b) o, dOn (16 bytes a lane, 8 lanes a row) and the norm's 1 / rms of the warp's tokens, into
+    // G, L and P's tiles, free from step 7 to step 2 (zeros past the word): in registers, 48 values
+    // held across the rebuilt rows below made deltanet's kernels spill 316-632 bytes.
+    float *stage_o = tile + BackTiles::stage_o, *stage_dn = tile + BackTiles::stage_dn, *stage_r = sdots;
+    auto stage_output_norm = [&](std::size_t t0, int len) {
+        constexpr int per_copy = 4;  // rows of a copy16 across the warp
 #pragma unroll
-            for (int i = 0; i < C / 2; ++i) {
-                const int t = 2 * i + w;
-                su[t * ld32 + lane] = t < rows_in ? __ldg(u_row) : 0.0f;
-                u_row += 2 * d;
-                if (i < TH) {
-                    xo[i] = t < len ? __ldg(o_row) : 0.0f;
-                    xd[i] = t < len ? __ldg(dn_row) : 0.0f;
-                    rr[i] = t < len ? __ldg(r_row) : 0.0f;
-                    dot[i] = gain * xd[i] * xo[i];
-                    o_row += 2 * d, dn_row += 2 * d, r_row += 2 * H;
-                }
-                asm("" : "+l"(u_row), "+l"(o_row), "+l"(dn_row), "+l"(r_row));
+        for (int i = 0; i < (dO_tokens + per_copy - 1) / per_copy; ++i) {
+            const int k = per_copy * i + lane / 8, c = 4 * (lane % 8);  // the warp's token k, columns c..
+            const int t = dO_first + dO_stride * k;
+            if (k < dO_tokens && t < TC) {
+                const std::size_t at = (n0 + t0 + t) * d + h * DH + c;
+                copy16(stage_o + t * DH + c, on.o + at, t < len);
+                copy16(stage_dn + t * DH + c, on.dOn + at, t < len);
+            }
+        }
+        const int t = dO_first + dO_stride * lane;
+        if (lane < dO_tokens && t < TC) copy4(stage_r + t, on.rinv + (n0 + t0 + t) * H + h, t < len);
+        commit_copies();
+    };
+    // (c) Q (warp 0) and K (warp 1) by the forward's own functions (conv_silu_rows,
+    // norm_reciprocal), so that undoing the forward's last product below subtracts what it added;
+    // on the rows past the word as well, as the forward (x is 0 there; with u, dO and beta 0 there
+    // those rows change nothing: a branch a token to zero them cost ~5 instructions).
+    auto rebuild_rows = [&](std::size_t t0, int len) {
+        float* dst = w == 0 ? sq : sk;
+        auto conv_column = [&](int m) {
+            conv_silu_rows<KT, F, AR>(s, pre, conv, n0 + t0, t0, len, Fs::backward_slot(w, m) * d + h * DH + lane,
+                                      Fs::backward_factor(w, m), dst, lane);
+        };
+        // warp 0 its column 0 (q), warp 1 its F columns (the k's)
+        if constexpr (F == 1) {
+            conv_column(0);
+        } else {  // as the forward's columns
+#pragma unroll 1
+            for (int m = 0; m < (w == 0 ? 1 : F); ++m) conv_column(m);
+        }
+        // K's rows past the tokens' (deltaproduct:3's row 15): never written here; step 6 of the
+        // chunk after wrote dk there (zeros for finite data), and the first chunk's are unset. Q's
+        // were cleared once with the rows that hold no query: step 6 writes dq elsewhere.
+        if (w == 1) Fs::clear_rows_past_tokens(sk, lane);
+        __syncwarp();
+        float* rinv = snorm + (w == 0 ? C : 0);
+        if (lane < C) rinv[lane] = norm_reciprocal(dst + lane * ld32);
+        __syncwarp();
+#pragma unroll
+        for (int i = 0; i < C; ++i) dst[i * ld32 + lane] *= rinv[i];
+    };
+    // (d) dO = r g dOn - o r^3 sum(g dOn o) / DH per row and head (the RMSNorm of o per head, whose
+    // group is a warp's 32 columns), as rmsnorm_backward computes it, with the sum as a warp sum; the
+    // gain's gradient dOn o r summed over the word's rows. Token i's dO on row F i + F - 1, the
+    // token's other rows 0. after_step7: dO's tile is still warp 0's until it arrives at barrier 1.
+    auto output_norm_backward = [&](bool after_step7) {
+        wait_copies<0>();  // the warp's staged rows (and warp 1's u)
+        __syncwarp();      // and the other lanes'
+        const float gain = on.gain[h * DH + lane];  // (read here: held across the loop, spills)
+        // o and dOn read twice from their tiles, and the sums taken 8 tokens at a time: with 16 sums and
+        // o and dOn held in registers, deltanet's kernels spilled 84-180 bytes
+        auto o_of = [&](int t) { return stage_o[t * DH + lane]; };
+        auto dn_of = [&](int t) { return stage_dn[t * DH + lane]; };
+        if (after_step7 && w == 1) asm volatile("bar.sync 1, %0;" ::"n"(back_threads) : "memory");
+        float dg = sdgain[lane];
+        constexpr int group = dO_tokens < 8 ? dO_tokens : 8;
+#pragma unroll
+        for (int i0 = 0; i0 < dO_tokens; i0 += group) {
+            float dot[group];
+#pragma unroll
+            for (int k = 0; k < group; ++k) {
+                const int t = dO_first + dO_stride * (i0 + k);  // (the second warp's last may be past TC)
+                dot[k] = i0 + k < dO_tokens && t < TC ? gain * dn_of(t) * o_of(t) : 0.0f;
             }
             warp_sums(dot);
-            float dg = sdgain[lane];
 #pragma unroll
-            for (int i = 0; i < TH; ++i) {
-                const int t = 2 * i + w;  // the token
-                if (t >= TC) break;
-                const float r = rr[i];
-                sgo[Fs::q_row(t) * ld32 + lane] = r * gain * xd[i] - xo[i] * r * r * r * dot[i] / float(DH);
-                dg += xd[i] * xo[i] * r;
+            for (int k = 0; k < group; ++k) {
+                const int t = dO_first + dO_stride * (i0 + k);  // the token
+                if (i0 + k >= dO_tokens || t >= TC) break;
+                const float r = stage_r[t], xo = o_of(t), xd = dn_of(t);
+                sgo[Fs::q_row(t) * ld32 + lane] = r * gain * xd - xo * r * r * r * dot[k] / float(DH);
+                dg += xd * xo * r;
 #pragma unroll
                 for (int j = 0; j + 1 < F; ++j) sgo[Fs::row(t, j) * ld32 + lane] = 0.0f;
             }
-            sdgain[lane] = dg;
-            if (w == 0) Fs::clear_rows_past_tokens(sgo, lane);  // as K's above (step 6 writes dq there)
         }
-        if (w == 1 && lane < C) sbeta[lane] = lane < rows_in ? s.beta_scale * sigmoidf(zb) : 0.0f;
-        __syncthreads();
+        sdgain[lane] = dg;
+    };
+    // Step 1 of the chunk at t0, the warp's part; zb: the logit of row `lane` (warp 1).
+    auto prepare_chunk = [&](std::size_t t0, int len, float zb, bool after_step7) {
+        const int rows_in = F * len;
+        if (w == 1) load_u(t0, rows_in);
+        if (takes_dO) stage_output_norm(t0, len);
+        rebuild_rows(t0, len);
+        if (takes_dO) output_norm_backward(after_step7);
+        if (w == 0) Fs::clear_rows_past_tokens(sgo, lane);  // as K's above (step 6 writes dq there)
+        if (w == 1) {
+            if (lane < C) sbeta[lane] = lane < rows_in ? s.beta_scale * sigmoidf(zb) : 0.0f;
+            wait_copies<0>();  // u is in its tile (the barrier after shows it to warp 0)
+        }
+    };
+    // row `lane`'s beta logit of the chunk at t0 (warp 1): token lane / F, factor lane % F
+    auto load_logit = [&](std::size_t t0, int rows_in) {
+        return w == 1 && lane < rows_in ? zbeta[(n0 + t0 + lane / F) * ld + (lane % F) * H + h] : 0.0f;
+    };
+
+    const int chunks = int((steps + TC - 1) / TC);
+    float zb = chunks > 0 ? load_logit(std::size_t(chunks - 1) * TC, int(F * (steps - std::size_t(chunks - 1) * TC))) : 0.0f;
+    for (int chunk = chunks; chunk-- > 0;) {  // the last first
+        const std::size_t t0 = std::size_t(chunk) * TC;          // its first token
+        const int len = int(min(std::size_t(TC), steps - t0));   // its tokens inside the word
+        const int rows_in = F * len;                               // and its rows
+        // Step 1, each warp's part as soon as its step 7 of the chunk after is done (the loop's one
+        // call: called once more before the loop as well, the kernel held values across it and spilled)
+        prepare_chunk(t0, len, zb, chunk + 1 < chunks);
+        const bool before = chunk > 0;  // the chunk before (whole: only the last may be short)
+        __syncthreads();  // step 1 is done: Q, K, u, dO and beta are in their tiles
         // 2. G and L = G diag(beta) (warp 0, as the forward rounds them), P (warp 1); S0 = S_C - K^T W
         // in place of S_C, warp w taking the keys 16 w .. 16 w + 15 (each entry has one owner, and
         // nothing reads S here).
@@ -867,17 +933,25 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         // block zeroes the rows' columns past the logits (from d + 2 F d + F H to ldo, the padding up
         // to projection_rows: the bf16 input gradient of the projections sums over them; in fp32
         // nothing reads them).
-        // the SiLU outputs' gradients: dq in sgo, dk in sk, dv = dR in sdr (column 0 of both warps first)
+        const float zb_before = before ? load_logit(t0 - TC, F * TC) : 0.0f;  // (loaded here: spills otherwise)
+        // the SiLU outputs' gradients: dq in sgo, dk in sk, dv = dR in sdr (column 0 of both warps first);
+        // warp 0 done with dq, it arrives at barrier 1, after which warp 1 writes the chunk before's dO
+        auto release_dO = [&]() {
+            if (w == 0 && before) asm volatile("bar.arrive 1, %0;" ::"n"(back_threads) : "memory");
+        };
         if constexpr (F == 1) {  // warp 0 q, then v; warp 1 k
             conv_backward(Fs::backward_slot(w, 0), w == 0 ? sgo : sk, Fs::backward_factor(w, 0), t0, len, carry[0],
                           taps[0]);
+            release_dO();
             if (w == 0)
                 conv_backward(Fs::backward_slot(0, 1), sdr, Fs::backward_factor(0, 1), t0, len, carry[1], taps[1]);
         } else {  // one column at a time, carry and taps in local memory (unrolled: 240 bytes of spills at F = 4)
 #pragma unroll 1
-            for (int m = 0; m < Fs::backward_columns(w); ++m)
+            for (int m = 0; m < Fs::backward_columns(w); ++m) {
                 conv_backward(Fs::backward_slot(w, m), w == 1 ? sk : m == 0 ? sgo : sdr, Fs::backward_factor(w, m), t0,
                               len, carry[m], taps[m]);
+                if (m == 0) release_dO();
+            }
         }
         if (w == 1 && lane < rows_in) {
             const float sgm = sigmoidf(zb), db = (sdbeta_w[lane] + sdbeta_w[C + lane]) + sdbeta_l[lane];
@@ -886,6 +960,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
             if (h == 0 && lane % F == 0)  // row: dzbeta's, d + 2 F d columns into the row
                 for (std::size_t c = s.F * H; c < ldo - (1 + 2 * s.F) * d; ++c) row[c] = Out(0.0f);
         }
+        zb = zb_before;
     }
     // The taps' gradients of word b into its partial sums, [b][(1 + 2 F) d][K], as write_tap_grads lays them.
     auto write_taps = [&](int slot, const float (&tp)[KT]) {
