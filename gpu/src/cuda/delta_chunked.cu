@@ -531,7 +531,8 @@ void launch(const DeltaShape& s, const float* pre, const float* conv, const floa
 // up), the step ~1% faster.
 constexpr int back_threads = 64;
 
-// The block's shared memory, in floats: five [C][ld32] row tiles, three [C][ld16] tiles, S and dS.
+// The block's shared memory, in floats: five [C][ld32] row tiles, three [C][ld16] tiles (and 64 floats
+// after them, for the staging below), S and dS.
 struct BackTiles {
     static constexpr int k = 0;                  // normalised keys, then the gradient of their SiLU output
     static constexpr int q = k + C * ld32;       // normalised queries
@@ -542,7 +543,8 @@ struct BackTiles {
     static constexpr int l = g + C * ld16;       // L = G diag(beta), then dG + dG^T
     static constexpr int p = l + C * ld16;       // P = Q K^T on and below the diagonal, then dP
     // From step 7 to the chunk before's step 2, where G, L and P are free: the chunk before's o and dOn
-    // ([C][DH] each, one row a token), as cp.async brings them for the output norm's backward.
+    // ([C][DH] each, one row a token), as cp.async brings them for the output norm's backward (1,024
+    // floats where G, L and P hold 960: S starts 64 floats later).
     static constexpr int stage_o = g, stage_dn = stage_o + C * DH;
     static constexpr int s = std::max(p + C * ld16, stage_dn + C * DH);  // [DH][ld32]: S_C, then S0
     static constexpr int ds = s + DH * ld32;     // [DH][ld_state]: dS
@@ -700,7 +702,8 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         commit_copies();
     };
     // (b) o, dOn (16 bytes a lane, 8 lanes a row) and the norm's 1 / rms of the warp's tokens, into
-    // G, L and P's tiles, free from step 7 to step 2 (zeros past the word): in registers, 48 values
+    // G, L and P's tiles, free from step 7 to step 2 (zeros past the word; a copy that reads nothing
+    // may take an address past the arrays' end: src-size 0): in registers, 48 values
     // held across the rebuilt rows below made deltanet's kernels spill 316-632 bytes.
     float *stage_o = tile + BackTiles::stage_o, *stage_dn = tile + BackTiles::stage_dn, *stage_r = sdots;
     auto stage_output_norm = [&](std::size_t t0, int len) {
@@ -736,9 +739,10 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
 #pragma unroll 1
             for (int m = 0; m < (w == 0 ? 1 : F); ++m) conv_column(m);
         }
-        // K's rows past the tokens' (deltaproduct:3's row 15): never written here; step 6 of the
-        // chunk after wrote dk there (zeros for finite data), and the first chunk's are unset. Q's
-        // were cleared once with the rows that hold no query: step 6 writes dq elsewhere.
+        // K's rows past the tokens' (deltaproduct:3's row 15), which the conv does not write: step 6
+        // of the chunk after wrote dk there (zeros for finite data), and the first chunk's are unset,
+        // so they are cleared here. Q's were cleared once with the rows that hold no query: step 6
+        // writes dq elsewhere.
         if (w == 1) Fs::clear_rows_past_tokens(sk, lane);
         __syncwarp();
         float* rinv = snorm + (w == 0 ? C : 0);
@@ -808,8 +812,9 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
         const std::size_t t0 = std::size_t(chunk) * TC;          // its first token
         const int len = int(min(std::size_t(TC), steps - t0));   // its tokens inside the word
         const int rows_in = F * len;                               // and its rows
-        // Step 1, each warp's part as soon as its step 7 of the chunk after is done (the loop's one
-        // call: called once more before the loop as well, the kernel held values across it and spilled)
+        // Step 1, each warp's part as soon as its step 7 of the chunk after is done. Its only call: a
+        // version that called it once more before the loop, for the last chunk, held values across
+        // that call and spilled 72-180 bytes.
         prepare_chunk(t0, len, zb, chunk + 1 < chunks);
         const bool before = chunk > 0;  // the chunk before (whole: only the last may be short)
         __syncthreads();  // step 1 is done: Q, K, u, dO and beta are in their tiles
