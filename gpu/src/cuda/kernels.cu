@@ -525,8 +525,11 @@ struct HeadStep {
 constexpr unsigned head_rows_most = 128, head_classes_most = 8, head_blocks_per_sm = 2;
 
 // A warp takes R consecutive rows at a time (R loads and R chains of sums in flight: one row at a
-// time, the kernel waited on each row's chain of shuffles, 244 us at T = 256, 1 TB/s). The gradient
-// of w is summed in the warp's slots of shared memory, which leaves registers for the R rows.
+// time, the kernel waited on each row's chain of shuffles, 244 us at T = 256, 1 TB/s), and loads the
+// next R rows before it works on these, so that their latency passes during this work. The gradient
+// of w is summed in the warp's slots of shared memory, which leaves registers for the rows. No
+// division a column: ncu counted ~410 instructions a row (the kernel issue-bound at 1 TB/s, 85 us
+// for half a batch at T = 256, H100), a fifth of them in the divisions' and the exponentials' code.
 template <int NC, int R, class D>
 __global__ void __launch_bounds__(row_warps * 32, head_blocks_per_sm) head_step_kernel(const HeadStep<D> a) {
     __shared__ float4 red_w[row_warps][NC][32];
@@ -535,37 +538,50 @@ __global__ void __launch_bounds__(row_warps * 32, head_blocks_per_sm) head_step_
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, d = 4 * a.quads;
     const bool in = lane < a.quads;
     const float n = float(d), count = a.params->count;
+    const float inv_n = 1.0f / n, inv_count = 1.0f / count;  // (n a power of two: x / n exactly)
     const float4 zero = make_float4(0, 0, 0, 0);
     const float4 gk = in ? load4_unaligned(a.g + 4 * lane) : zero;
     float4 wk[NC];
-    float acc_bias[NC];
+    float acc_bias[NC], bias[NC];
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
         wk[c] = in && unsigned(c) < a.classes ? load4_unaligned(a.w + std::size_t(c) * d + 4 * lane) : zero;
+        bias[c] = unsigned(c) < a.classes ? a.bias[c] : 0.0f;
         red_w[warp][c][lane] = zero, acc_bias[c] = 0;
     }
     float4 acc_g = zero;
     double loss = 0, correct = 0;
     const std::size_t stride = std::size_t(gridDim.x) * row_warps * R;
-    for (std::size_t row0 = (std::size_t(blockIdx.x) * row_warps + warp) * R; row0 < a.rows; row0 += stride) {
+    // a negative target: unlabelled, no loss and a zero gradient; its row still goes through the
+    // products (0 times x), so that a non-finite x spreads as on the CPU
+    int next_target[R];
+    float4 next_x[R];
+    auto load_rows = [&](std::size_t row0) {
+#pragma unroll
+        for (int k = 0; k < R; ++k) {
+            const std::size_t row = row0 + k;
+            next_target[k] = row < a.rows ? a.targets[row] : -1;
+            next_x[k] = in && row < a.rows ? load4(a.x + row * d + 4 * lane) : zero;
+        }
+    };
+    std::size_t row0 = (std::size_t(blockIdx.x) * row_warps + warp) * R;
+    load_rows(row0);
+    for (; row0 < a.rows; row0 += stride) {
         int target[R];
         float4 xk[R];
         float ss[R], v[R * NC];  // the rows' sums of squares, then their logits' sums
 #pragma unroll
         for (int k = 0; k < R; ++k) {
-            const std::size_t row = row0 + k;
-            // a negative target: unlabelled, no loss and a zero gradient; its row still goes through the
-            // products (0 times x), so that a non-finite x spreads as on the CPU
-            target[k] = row < a.rows ? a.targets[row] : -1;
-            xk[k] = in && row < a.rows ? load4(a.x + row * d + 4 * lane) : zero;
+            target[k] = next_target[k], xk[k] = next_x[k];
             ss[k] = xk[k].x * xk[k].x + xk[k].y * xk[k].y + xk[k].z * xk[k].z + xk[k].w * xk[k].w;
         }
+        load_rows(row0 + stride);
         warp_sums(ss);
         float r[R];
         float4 xn[R];
 #pragma unroll
         for (int k = 0; k < R; ++k) {
-            r[k] = 1.0f / sqrtf(ss[k] / n + norm_eps);
+            r[k] = 1.0f / sqrtf(ss[k] * inv_n + norm_eps);
             xn[k] = make_float4(gk.x * xk[k].x * r[k], gk.y * xk[k].y * r[k], gk.z * xk[k].z * r[k], gk.w * xk[k].w * r[k]);
         }
 #pragma unroll
@@ -580,27 +596,31 @@ __global__ void __launch_bounds__(row_warps * 32, head_blocks_per_sm) head_step_
         for (int k = 0; k < R; ++k) {
             float z[NC];
 #pragma unroll
-            for (int c = 0; c < NC; ++c) z[c] = v[k * NC + c] + (unsigned(c) < a.classes ? a.bias[c] : 0.0f);
+            for (int c = 0; c < NC; ++c) z[c] = v[k * NC + c] + bias[c];
             // the maximum and its first index, as std::max_element on the CPU
             float zmax = -INFINITY, sum = 0;
             unsigned first = a.classes;
 #pragma unroll
             for (int c = 0; c < NC; ++c)
                 if (unsigned(c) < a.classes && (z[c] > zmax || first == a.classes)) zmax = z[c], first = unsigned(c);
+            float e[NC];  // each class's exponential once
 #pragma unroll
-            for (int c = 0; c < NC; ++c)
-                if (unsigned(c) < a.classes) sum += expf(z[c] - zmax);
+            for (int c = 0; c < NC; ++c) {
+                e[c] = unsigned(c) < a.classes ? expf(z[c] - zmax) : 0.0f;
+                sum += e[c];
+            }
             const bool labelled = target[k] >= 0;
             float z_target = 0;  // z[target[k]] by selects: an indexed register array would live in memory
 #pragma unroll
             for (int c = 0; c < NC; ++c) z_target = c == target[k] ? z[c] : z_target;
             if (labelled && lane == 0)
                 loss += double(logf(sum) + zmax - z_target), correct += first == unsigned(target[k]) ? 1.0 : 0.0;
+            const float scale = labelled ? inv_count / sum : 0.0f;  // p = e / sum / count
             dxn[k] = zero;
 #pragma unroll
             for (int c = 0; c < NC; ++c) {
-                float p = labelled && unsigned(c) < a.classes ? expf(z[c] - zmax) / sum / count : 0.0f;
-                if (c == target[k]) p -= 1.0f / count;
+                float p = e[c] * scale;
+                if (c == target[k]) p -= inv_count;
                 dxn[k].x += p * wk[c].x, dxn[k].y += p * wk[c].y, dxn[k].z += p * wk[c].z, dxn[k].w += p * wk[c].w;
                 float4& acc = red_w[warp][c][lane];
                 acc.x += p * xn[k].x, acc.y += p * xn[k].y, acc.z += p * xn[k].z, acc.w += p * xn[k].w;
@@ -614,12 +634,10 @@ __global__ void __launch_bounds__(row_warps * 32, head_blocks_per_sm) head_step_
         for (int k = 0; k < R; ++k) {
             const std::size_t row = row0 + k;
             if (row >= a.rows || !in) continue;
-            const float rk = r[k];
+            const float rk = r[k], c3 = rk * rk * rk * dot[k] * inv_n;
             const float4 x4 = xk[k], g4 = dxn[k];
-            const float4 out = make_float4(rk * gk.x * g4.x - x4.x * rk * rk * rk * dot[k] / n,
-                                           rk * gk.y * g4.y - x4.y * rk * rk * rk * dot[k] / n,
-                                           rk * gk.z * g4.z - x4.z * rk * rk * rk * dot[k] / n,
-                                           rk * gk.w * g4.w - x4.w * rk * rk * rk * dot[k] / n);
+            const float4 out = make_float4(rk * gk.x * g4.x - x4.x * c3, rk * gk.y * g4.y - x4.y * c3,
+                                           rk * gk.z * g4.z - x4.z * c3, rk * gk.w * g4.w - x4.w * c3);
             store4(a.dx + row * d + 4 * lane, out);
             if (a.dx16) store4(a.dx16 + row * d + 4 * lane, out);
             acc_g.x += g4.x * x4.x * rk, acc_g.y += g4.y * x4.y * rk;
