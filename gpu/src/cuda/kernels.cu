@@ -539,7 +539,8 @@ __global__ void __launch_bounds__(row_warps * 32, head_blocks_per_sm) head_step_
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, d = 4 * a.quads;
     const bool in = lane < a.quads;
     const float n = float(d), count = a.params->count;
-    const float inv_n = 1.0f / n, inv_count = 1.0f / count;  // (n a power of two: x / n exactly)
+    // x * inv_n is x / n to the bit where n is a power of two (d 128 at the paper's sizes), within an ulp elsewhere
+    const float inv_n = 1.0f / n, inv_count = 1.0f / count;
     const float4 zero = make_float4(0, 0, 0, 0);
     const float4 gk = in ? load4_unaligned(a.g + 4 * lane) : zero;
     float4 wk[NC];
