@@ -228,6 +228,77 @@ TEST(CudaKernels, MlpDownForwardMatchesFp64OverManyTiles) {
     }
 }
 
+// The whole MLP forward (mlp_forward), over many tiles of 16 rows (the last one part empty; warps
+// through several tiles) and every d it takes (32, 64, 128) with m a multiple of 32 (the paper's d
+// 128, m 256 among them): gu against xn [Wg; Wu]^T in fp64 (its bf16 rounding, at
+// most 2^-8 relative, and fp32_sums_bound of the sum of |terms| over d), h against SwiGLU in fp64 of
+// the kernel's own gu (2^-8 and 2^-14 more), y against r + h w_down^T in fp64 of the kernel's own h
+// (fp32_sums_bound over m). Outputs poisoned first, with guard rows after them. Without gu and h (as
+// at inference) the same y to the bit, and gu and h untouched.
+TEST(CudaKernels, MlpForwardMatchesFp64OverManyTiles) {
+    SKIP_WITHOUT_GPU();
+    for (const MlpCase c : {MlpCase{1000, 32, 96}, MlpCase{7, 64, 32}, MlpCase{777, 64, 160}, MlpCase{129, 32, 64},
+                            MlpCase{40001, 128, 256}, MlpCase{3000, 128, 256}}) {
+        SCOPED_TRACE("rows " + std::to_string(c.rows) + " d " + std::to_string(c.d) + " m " + std::to_string(c.m));
+        Rng rng = make_rng(c.rows + c.d + c.m, 13);
+        const auto xn = random_bf16(c.rows * c.d, 1.0, rng), w_gu = random_bf16(2 * c.m * c.d, 0.15, rng),
+                   w_down = random_bf16(c.d * c.m, 0.1, rng);
+        std::vector<float> r(c.rows * c.d);
+        for (float& x : r) x = float(normal(rng));
+        DeviceArray<bf16> dxn(xn.size()), dwgu(w_gu.size()), dwdown(w_down.size());
+        DeviceArray<bf16> dgu((c.rows + guard_rows) * 2 * c.m), dh((c.rows + guard_rows) * c.m);
+        DeviceArray<float> dr(r.size()), dy((c.rows + guard_rows) * c.d), dy2(r.size());
+        upload(dxn, xn), upload(dwgu, w_gu), upload(dwdown, w_down), upload(dr, r);
+        poison(dgu), poison(dh), poison(dy), poison(dy2);
+        const bool ran = mlp_forward(dxn.data, dwgu.data, dwdown.data, dr.data, dgu.data, dh.data, dy.data, c.rows, c.d,
+                                     c.m, 0, nullptr);
+        STATETRACK_CUDA(cudaDeviceSynchronize());
+        if (!device_runs_bf16_mma()) {
+            EXPECT_FALSE(ran) << "the kernel needs sm_80's bf16 mma";
+            continue;
+        }
+        ASSERT_TRUE(ran);
+        const auto gu = download(dgu), h = download(dh);
+        auto y = download(dy);
+        EXPECT_EQ(touched_past(gu, c.rows * 2 * c.m) + touched_past(h, c.rows * c.m) + touched_past(y, c.rows * c.d), 0u)
+            << "written past the last row";
+        y.resize(c.rows * c.d);
+        const double sums_d = fp32_sums_bound(c.d), sums_m = fp32_sums_bound(c.m);
+        Worst gu_errors, h_errors, y_errors;
+        for (std::size_t row = 0; row < c.rows; ++row) {
+            for (std::size_t j = 0; j < 2 * c.m; ++j) {
+                const ProductSum want = residual_sum(0.0, &xn[row * c.d], &w_gu[j * c.d], c.d);
+                gu_errors.note(std::abs(value(gu[row * 2 * c.m + j]) - want.value) /
+                               (0x1p-8 * std::abs(want.value) + sums_d * want.magnitude + 1e-30));
+            }
+            for (std::size_t j = 0; j < c.m; ++j) {
+                const double a = value(gu[row * 2 * c.m + j]), u = value(gu[row * 2 * c.m + c.m + j]);
+                const double want = a / (1.0 + std::exp(-a)) * u;
+                h_errors.note(std::abs(value(h[row * c.m + j]) - want) / ((0x1p-8 + 0x1p-14) * std::abs(want) + 1e-30));
+            }
+            for (std::size_t o = 0; o < c.d; ++o) {
+                const ProductSum want = residual_sum(r[row * c.d + o], &h[row * c.m], &w_down[o * c.m], c.m);
+                y_errors.note(std::abs(double(y[row * c.d + o]) - want.value) / (sums_m * want.magnitude + 1e-30));
+            }
+        }
+        EXPECT_EQ(gu_errors.bad, 0u);
+        EXPECT_EQ(h_errors.bad, 0u);
+        EXPECT_EQ(y_errors.bad, 0u);
+        std::printf("mlp_forward rows %zu d %zu m %zu: worst error gu %.3f, h %.3f, y %.3f of its bound\n", c.rows, c.d,
+                    c.m, gu_errors.worst, h_errors.worst, y_errors.worst);
+
+        // inference: neither gu nor h written, the same y to the bit
+        STATETRACK_CUDA(cudaMemset(dgu.data, 0, dgu.size * sizeof(bf16)));
+        STATETRACK_CUDA(cudaMemset(dh.data, 0, dh.size * sizeof(bf16)));
+        ASSERT_TRUE(mlp_forward(dxn.data, dwgu.data, dwdown.data, dr.data, nullptr, nullptr, dy2.data, c.rows, c.d, c.m,
+                                0, nullptr));
+        STATETRACK_CUDA(cudaDeviceSynchronize());
+        EXPECT_EQ(std::memcmp(download(dy2).data(), y.data(), y.size() * sizeof(float)), 0);
+        for (const bf16 x : download(dgu)) ASSERT_EQ(value(x), 0.0);
+        for (const bf16 x : download(dh)) ASSERT_EQ(value(x), 0.0);
+    }
+}
+
 // The product with the RMSNorm after it (the mixer's output product and the MLP's norm), over shapes
 // like the forward kernel's (k, the product's depth, a multiple of 16): y against r + x w^T in fp64
 // (fp32_sums_bound of the sum of |terms|), rinv against the norm of the kernel's own y in fp64 (2^-20
@@ -690,6 +761,13 @@ TEST(CudaKernels, FusedProductsRefuseShapesTheyDoNotFit) {
     EXPECT_FALSE(mlp_down_backward(dy.data, w.data, gu.data, dgu.data + 1, rows, 16, m, nullptr));  // unaligned
     EXPECT_FALSE(mlp_down_backward(dy.data, w.data, gu.data, dgu.data, 0, 16, m, nullptr));         // no rows
     DeviceArray<float> r(rows * 32), y(rows * 32);
+    // the whole MLP: d not 32, 64 or 128, m not a multiple of 32, unaligned, few rows
+    EXPECT_FALSE(mlp_forward(dy.data, w.data, w.data, r.data, dgu.data, gu.data, y.data, rows, 16, 32, 0, nullptr));
+    EXPECT_FALSE(mlp_forward(dy.data, w.data, w.data, r.data, dgu.data, gu.data, y.data, rows, 32, 48, 0, nullptr));
+    EXPECT_FALSE(mlp_forward(dy.data, w.data, w.data, r.data, dgu.data + 1, gu.data, y.data, rows, 32, 32, 0, nullptr));
+    EXPECT_FALSE(mlp_forward(dy.data, w.data, w.data, r.data, dgu.data, gu.data, y.data, rows, 32, 32, rows + 1, nullptr));
+    // weights beyond one block's shared memory (d 128, m 512: 400 KB)
+    EXPECT_FALSE(mlp_forward(dy.data, w.data, w.data, r.data, dgu.data, gu.data, y.data, rows, 128, 512, 0, nullptr));
     EXPECT_FALSE(mlp_down_forward(gu.data, w.data, r.data, dgu.data, y.data, rows, m, 20, 0, nullptr));       // d % 16
     EXPECT_FALSE(mlp_down_forward(gu.data, w.data, r.data, dgu.data, y.data, rows, 12, 16, 0, nullptr));      // m % 8
     EXPECT_FALSE(mlp_down_forward(gu.data, w.data, r.data, dgu.data + 1, y.data, rows, m, 16, 0, nullptr));   // unaligned

@@ -530,14 +530,17 @@ void forward_pass(const CudaSession& session, CudaSessionState& part, const Plan
         if (p.mlp16) {
             bf16 *xn2 = as16(ws + a.xn2), *gu = as16(ws + a.gu), *hm = as16(ws + a.hm);
             if (!normed2) rmsnorm_forward(ws + a.x_mid, W + sl.norm2, nullptr, ws + a.r2, N, d, d, st, xn2);
-            blas.forward(xn2, d, W16 + sl.wgate, gu, 2 * p.m, N, d, 2 * p.m);
-            // SwiGLU inside the down projection where the shape and the rows allow (h written for the
-            // backward only)
-            if (!session.options.fused_products ||
-                !mlp_down_forward(gu, W16 + sl.wdown, ws + a.x_mid, p.training ? hm : nullptr, ws + p.x[l + 1], N, p.m, d,
-                                  fused_products_rows(), st)) {
-                swiglu_forward(gu, hm, N, p.m, st);
-                blas.forward_residual(hm, p.m, W16 + sl.wdown, ws + a.x_mid, ws + p.x[l + 1], N, p.m, d);
+            // The whole MLP in one kernel where the shape and the rows allow (gu and h written for the
+            // backward only); else the gate/up product, then SwiGLU inside the down projection
+            const bool fused = session.options.fused_products;
+            if (!fused || !mlp_forward(xn2, W16 + sl.wgate, W16 + sl.wdown, ws + a.x_mid, p.training ? gu : nullptr,
+                                       p.training ? hm : nullptr, ws + p.x[l + 1], N, d, p.m, fused_products_rows(), st)) {
+                blas.forward(xn2, d, W16 + sl.wgate, gu, 2 * p.m, N, d, 2 * p.m);
+                if (!fused || !mlp_down_forward(gu, W16 + sl.wdown, ws + a.x_mid, p.training ? hm : nullptr,
+                                                ws + p.x[l + 1], N, p.m, d, fused_products_rows(), st)) {
+                    swiglu_forward(gu, hm, N, p.m, st);
+                    blas.forward_residual(hm, p.m, W16 + sl.wdown, ws + a.x_mid, ws + p.x[l + 1], N, p.m, d);
+                }
             }
         } else {
             rmsnorm_forward(ws + a.x_mid, W + sl.norm2, ws + a.xn2, ws + a.r2, N, d, d, st);

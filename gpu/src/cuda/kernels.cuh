@@ -131,6 +131,17 @@ void swiglu_backward(const bf16* gu, const bf16* dh, bf16* dgu, std::size_t rows
 // swiglu_backward run apart. dgu must not overlap gu or dy.
 bool mlp_down_backward(const bf16* dy, const bf16* w_down, const bf16* gu, bf16* dgu, std::size_t rows, std::size_t d,
                        std::size_t m, cudaStream_t stream);
+// The MLP's forward in one kernel (mlp_forward_kernel, fused_products.cu): gu ([rows][2m], bf16) =
+// xn w_gu^T rounded to bf16, h = SwiGLU(gu) ([rows][m], bf16, computed from those values with
+// sigmoid_fast, as mlp_down_backward's SwiGLU: within 2^-14 of swiglu_forward's before the rounding)
+// and y ([rows][d], fp32) = r + h w_down^T, with xn [rows][d], w_gu [2m][d] (the gate's rows, then
+// the up's) and w_down [d][m] in bf16, fp32 accumulation; gu and h are written unless null. False
+// (nothing launched) where the shape does not fit it (d 32, 64 or 128, m a multiple of 32, both
+// weights within one block's shared memory: m 256 at d 128, 16-byte aligned arrays) or the rows are
+// fewer than min_rows: then the gate/up product and mlp_down_forward run apart. y must not overlap r
+// or xn.
+bool mlp_forward(const bf16* xn, const bf16* w_gu, const bf16* w_down, const float* r, bf16* gu, bf16* h, float* y,
+                 std::size_t rows, std::size_t d, std::size_t m, std::size_t min_rows, cudaStream_t stream);
 // The MLP's down projection from [gate | up] in one kernel (residual_forward_kernel,
 // fused_products.cu): y ([rows][d], fp32) = r + h w_down^T with h = SwiGLU(gu) ([rows][m], bf16,
 // computed as swiglu_forward does and also written to h unless h is null), w_down [d][m] bf16, fp32
