@@ -229,16 +229,16 @@ TEST(CudaKernels, MlpDownForwardMatchesFp64OverManyTiles) {
 }
 
 // The whole MLP forward (mlp_forward), over many tiles of 16 rows (the last one part empty; warps
-// through several tiles) and every d it takes (32, 64, 128) with m a multiple of 32 (the paper's d
-// 128, m 256 among them): gu against xn [Wg; Wu]^T in fp64 (its bf16 rounding, at
+// through several tiles) and every d it takes (64, 128) with m a multiple of 64 (the paper's d 128,
+// m 256 among them): gu against xn [Wg; Wu]^T in fp64 (its bf16 rounding, at
 // most 2^-8 relative, and fp32_sums_bound of the sum of |terms| over d), h against SwiGLU in fp64 of
 // the kernel's own gu (2^-8 and 2^-14 more), y against r + h w_down^T in fp64 of the kernel's own h
 // (fp32_sums_bound over m). Outputs poisoned first, with guard rows after them. Without gu and h (as
 // at inference) the same y to the bit, and gu and h untouched.
 TEST(CudaKernels, MlpForwardMatchesFp64OverManyTiles) {
     SKIP_WITHOUT_GPU();
-    for (const MlpCase c : {MlpCase{1000, 32, 96}, MlpCase{7, 64, 32}, MlpCase{777, 64, 160}, MlpCase{129, 32, 64},
-                            MlpCase{40001, 128, 256}, MlpCase{3000, 128, 256}}) {
+    for (const MlpCase c : {MlpCase{1000, 64, 128}, MlpCase{7, 64, 64}, MlpCase{777, 64, 192}, MlpCase{129, 64, 64},
+                            MlpCase{40001, 128, 256}, MlpCase{3000, 128, 128}}) {
         SCOPED_TRACE("rows " + std::to_string(c.rows) + " d " + std::to_string(c.d) + " m " + std::to_string(c.m));
         Rng rng = make_rng(c.rows + c.d + c.m, 13);
         const auto xn = random_bf16(c.rows * c.d, 1.0, rng), w_gu = random_bf16(2 * c.m * c.d, 0.15, rng),
@@ -761,12 +761,12 @@ TEST(CudaKernels, FusedProductsRefuseShapesTheyDoNotFit) {
     EXPECT_FALSE(mlp_down_backward(dy.data, w.data, gu.data, dgu.data + 1, rows, 16, m, nullptr));  // unaligned
     EXPECT_FALSE(mlp_down_backward(dy.data, w.data, gu.data, dgu.data, 0, 16, m, nullptr));         // no rows
     DeviceArray<float> r(rows * 32), y(rows * 32);
-    // the whole MLP: d not 32, 64 or 128, m not a multiple of 32, unaligned, few rows
-    EXPECT_FALSE(mlp_forward(dy.data, w.data, w.data, r.data, dgu.data, gu.data, y.data, rows, 16, 32, 0, nullptr));
-    EXPECT_FALSE(mlp_forward(dy.data, w.data, w.data, r.data, dgu.data, gu.data, y.data, rows, 32, 48, 0, nullptr));
-    EXPECT_FALSE(mlp_forward(dy.data, w.data, w.data, r.data, dgu.data + 1, gu.data, y.data, rows, 32, 32, 0, nullptr));
-    EXPECT_FALSE(mlp_forward(dy.data, w.data, w.data, r.data, dgu.data, gu.data, y.data, rows, 32, 32, rows + 1, nullptr));
-    // weights beyond one block's shared memory (d 128, m 512: 400 KB)
+    // the whole MLP: d not 64 or 128, m not a multiple of 64, unaligned, few rows
+    EXPECT_FALSE(mlp_forward(dy.data, w.data, w.data, r.data, dgu.data, gu.data, y.data, rows, 32, 64, 0, nullptr));
+    EXPECT_FALSE(mlp_forward(dy.data, w.data, w.data, r.data, dgu.data, gu.data, y.data, rows, 64, 96, 0, nullptr));
+    EXPECT_FALSE(mlp_forward(dy.data, w.data, w.data, r.data, dgu.data + 1, gu.data, y.data, rows, 64, 64, 0, nullptr));
+    EXPECT_FALSE(mlp_forward(dy.data, w.data, w.data, r.data, dgu.data, gu.data, y.data, rows, 64, 64, rows + 1, nullptr));
+    // weights beyond one block's shared memory (d 128, m 512: 416 KB)
     EXPECT_FALSE(mlp_forward(dy.data, w.data, w.data, r.data, dgu.data, gu.data, y.data, rows, 128, 512, 0, nullptr));
     EXPECT_FALSE(mlp_down_forward(gu.data, w.data, r.data, dgu.data, y.data, rows, m, 20, 0, nullptr));       // d % 16
     EXPECT_FALSE(mlp_down_forward(gu.data, w.data, r.data, dgu.data, y.data, rows, 12, 16, 0, nullptr));      // m % 8

@@ -291,29 +291,28 @@ __global__ void __launch_bounds__(down_threads, 2) residual_forward_kernel(Forwa
 // each way at the paper's sizes (a step at T = 256 ran 0.255 ms faster with that product left out:
 // docs/PERFORMANCE.md, 2026-11-28, twenty-fourth session).
 //
-// Both weights stay in shared memory (one block an SM, 202 KB at d 128, m 256), and after they are
-// copied each warp runs on its own, with no barrier: a warp takes 16 rows at a time, holds their xn
-// as A fragments and their y as accumulators (started from r) in registers, and takes the hidden
-// units 32 at a time: the chunk's gate and up accumulators become h in registers, and h's 8-column
-// tiles are already the A fragments of the second product's 16-deep steps, so h never passes
-// through shared memory. (Earlier cuts that shared a tile among the block's warps, with barriers
-// between its phases or its chunks, ran at 266-494 us against the 208 of the two kernels.)
+// Both weights stay in shared memory (one block an SM, 192 KB at d 128, m 256), and after they are
+// copied each warp runs on its own, with no block barrier: a warp takes 16 rows at a time, their xn
+// staged in its own shared tile by cp.async (the next tile's while this one computes), then held as
+// A fragments in registers with their y as accumulators (started from r); it takes the hidden units
+// 32 at a time: the chunk's gate and up accumulators become h in registers, and h's 8-column tiles
+// are already the A fragments of the second product's 16-deep steps, so h never passes through
+// shared memory. (Earlier cuts that shared a tile among the block's warps, with barriers between its
+// phases or its chunks, ran at 266-494 us against the 208 of the two kernels.)
 //
-// The weights lie in shared memory in a permuted order, chosen so that every global access is whole
-// 16-byte pieces without any shuffle: an mma's accumulator gives lane 4 g + q the columns 8 nt + 2 q
-// and + 1 of its rows g and g + 8 in each 8-column tile nt, so with chunk position L = 8 nt + 2 q + e
-// holding hidden unit 8 q + 2 nt + e, lane q's four tiles hold units 8 q .. 8 q + 7 of the chunk,
-// one 16-byte store a row for gate, up and h. Wdown's columns take the same order (the second
-// product's sum runs over the units in that order). Likewise the first product's depth: step s's
-// 16 columns, 8 h + 2 q + e, are xn's columns 2 S q + 2 s + h (pairs), so that lane q's A fragments
-// for all S steps are xn's columns 4 S q .. 4 S q + 4 S - 1 of its two rows, whole 16-byte loads;
-// Wg's and Wu's columns take that order.
-constexpr unsigned mlp_warps = 8, mlp_threads = 32 * mlp_warps, mlp_chunk = 32;
+// Within a chunk the gate's and up's rows, and Wdown's columns, lie in a permuted order, so that gu
+// and h go out in whole 16-byte pieces without any shuffle: an mma's accumulator gives lane 4 g + q
+// the columns 8 nt + 2 q and + 1 of its rows g and g + 8 in each 8-column tile nt, so with chunk
+// position L = 8 nt + 2 q + e holding hidden unit 8 q + 2 nt + e (mlp_unit), lane q's four tiles
+// hold units 8 q .. 8 q + 7 of the chunk. Shared rows are not padded (the three arrays and the warps'
+// tiles fill 224 of the 227 KB): their 16-byte pieces are XOR-swizzled by the row's last three bits
+// (swizzled), which keeps ldmatrix's eight rows on distinct banks.
+constexpr unsigned mlp_warps = 8, mlp_threads = 32 * mlp_warps, mlp_chunk = 32, mlp_rows = 16;
 struct MlpForwardLayout {
-    unsigned ldg, ldd;            // the rows of [Wg; Wu] (d + pad) and of Wdown (m + pad), in bf16
-    std::size_t down, total;      // Wdown's offset, and the whole, in bf16 elements
+    std::size_t down, tiles, total;  // Wdown's offset [d][m], the warps' xn tiles' [mlp_rows][d], the whole (bf16)
     __host__ __device__ MlpForwardLayout(unsigned d, unsigned m)
-        : ldg(padded(d)), ldd(padded(m)), down(2 * std::size_t(m) * ldg), total(down + std::size_t(d) * ldd) {}
+        : down(2 * std::size_t(m) * d), tiles(down + std::size_t(d) * m),
+          total(tiles + std::size_t(mlp_warps) * mlp_rows * d) {}
 };
 struct MlpForwardArgs {
     const bf16* xn;      // [rows][d]: the MLP norm's output
@@ -323,104 +322,105 @@ struct MlpForwardArgs {
     bf16* gu;            // [rows][2m], or null (inference)
     bf16* h;             // [rows][m], or null
     float* y;            // [rows][d]
-    unsigned rows, m, tiles;  // tiles of 16 rows
+    unsigned rows, m, tiles;  // tiles of mlp_rows rows
 };
 
-// The hidden unit (within its chunk) at chunk position L, and the xn column pair at the first
-// product's depth pair P (of S 16-deep steps): the orders above.
-__device__ inline std::uint32_t word(const uint4& v, unsigned i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+// The hidden unit (within its chunk) at chunk position L.
 __device__ inline unsigned mlp_unit(unsigned L) { return 8 * ((L % 8) / 2) + 2 * (L / 8) + L % 2; }
-template <unsigned S>
-__device__ inline unsigned mlp_xn_pair(unsigned P) {  // P = 8 s + 4 h + q
-    return 2 * S * (P % 4) + 2 * (P / 8) + (P / 4) % 2;
-}
+// Where 16-byte piece j of shared row `row` lies (rows of a multiple of 8 pieces).
+__device__ inline unsigned swizzled(unsigned row, unsigned j) { return j ^ (row % 8); }
+__device__ inline std::uint32_t word(const uint4& v, unsigned i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
-// S: the first product's 16-deep steps (d = 16 S: 32, 64 or 128).
+// S: the first product's 16-deep steps (d = 16 S: 64 or 128).
 template <unsigned S>
 __global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_kernel(MlpForwardArgs s) {
     extern __shared__ __align__(16) bf16 mlp_shared[];
-    constexpr unsigned d = 16 * S, ND = 2 * S;  // y's 8-column tiles
+    constexpr unsigned d = 16 * S, ND = 2 * S, pieces = d / 8;  // y's 8-column tiles; a row of xn's 16-byte pieces
     const MlpForwardLayout at(d, s.m);
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
-    const unsigned chunks = s.m / mlp_chunk;
+    const unsigned chunks = s.m / mlp_chunk, m_pieces = s.m / 8;
+    uint4* const shared = reinterpret_cast<uint4*>(mlp_shared);
+    uint4* const xn_tile = shared + at.tiles / 8 + warp * mlp_rows * pieces;
 
-    // A tile's xn as the first product's A fragments (xa[st]: step st's, lane q's columns 4 S q .. of
-    // rows g and g + 8 in S / 2 16-byte pieces each, zeros past the last row) and r in y's
-    // accumulators (columns 8 nt + 2 q, + 1). The fragments are formed here, once a tile: formed at
-    // each use from the loads' order, they cost four moves a product.
-    std::uint32_t xa[S][4];
-    float y[ND][4];
-    auto load_tile = [&](unsigned tile) {
+    // the warp's tile of xn rows into its shared tile (zeros past the last row)
+    auto start_xn = [&](unsigned tile) {
 #pragma unroll
-        for (int hi = 0; hi < 2; ++hi) {
-            const unsigned row = 16 * tile + g + 8 * hi;
+        for (unsigned i = lane; i < mlp_rows * pieces; i += 32) {
+            const unsigned rr = i / pieces, j = i % pieces, row = mlp_rows * tile + rr;
             const bool valid = row < s.rows;
-            const uint4* src = reinterpret_cast<const uint4*>(s.xn + std::size_t(valid ? row : 0) * d + 4 * S * q);
-            const float* rr = s.r + std::size_t(valid ? row : 0) * d + 2 * q;
-#pragma unroll
-            for (unsigned j = 0; j < S / 2; ++j) {  // piece j: steps 2 j and 2 j + 1, k halves 0 and 1
-                const uint4 v = valid ? src[j] : make_uint4(0, 0, 0, 0);
-                xa[2 * j][hi] = v.x, xa[2 * j][2 + hi] = v.y, xa[2 * j + 1][hi] = v.z, xa[2 * j + 1][2 + hi] = v.w;
-            }
-#pragma unroll
-            for (unsigned nt = 0; nt < ND; ++nt) {
-                const float2 v = valid ? *reinterpret_cast<const float2*>(rr + 8 * nt) : make_float2(0.0f, 0.0f);
-                y[nt][2 * hi] = v.x, y[nt][2 * hi + 1] = v.y;
-            }
+            copy16(xn_tile + rr * pieces + swizzled(rr, j), s.xn + std::size_t(valid ? row : 0) * d + 8 * j, valid);
         }
+        commit_copies();
     };
     const unsigned warps = gridDim.x * mlp_warps;
     unsigned tile = blockIdx.x * mlp_warps + warp;
-    if (tile < s.tiles) load_tile(tile);  // in flight while the weights arrive
+    if (tile < s.tiles) start_xn(tile);
 
-    // The weights in the orders above (once a block), whole 16-byte pieces each way, rearranged in
-    // registers. Shared row c 64 + 32 p + L of [Wg; Wu] is chunk c's position L of the gate (p 0) or
-    // the up (p 1); its piece (st, h) holds the pairs 8 st + 4 h + q, q = 0 .. 3, of the row.
-    for (unsigned row = threadIdx.x; row < 2 * s.m; row += mlp_threads) {
-        const unsigned c = row / 64, part = (row / 32) % 2;
-        const uint4* src = reinterpret_cast<const uint4*>(s.w_gu + std::size_t(part * s.m + 32 * c + mlp_unit(row % 32)) * d);
-        uint4 v[2 * S];
-#pragma unroll
-        for (unsigned j = 0; j < 2 * S; ++j) v[j] = src[j];
-        uint4* dst = reinterpret_cast<uint4*>(mlp_shared + row * at.ldg);
-#pragma unroll
-        for (unsigned P0 = 0; P0 < d / 2; P0 += 4) {  // pairs P0 .. P0 + 3: xn's pairs mlp_xn_pair(P0 + q)
-            std::uint32_t w[4];
-#pragma unroll
-            for (unsigned qq = 0; qq < 4; ++qq) w[qq] = word(v[mlp_xn_pair<S>(P0 + qq) / 4], mlp_xn_pair<S>(P0 + qq) % 4);
-            dst[P0 / 4] = make_uint4(w[0], w[1], w[2], w[3]);
-        }
+    // The weights (once a block). Shared row c 64 + 32 p + L of [Wg; Wu] is chunk c's position L of
+    // the gate (p 0) or the up (p 1), by cp.async.
+    for (unsigned i = threadIdx.x; i < 2 * s.m * pieces; i += mlp_threads) {
+        const unsigned row = i / pieces, j = i % pieces, c = row / 64, part = (row / 32) % 2;
+        copy16(shared + row * pieces + swizzled(row, j),
+               s.w_gu + std::size_t(part * s.m + mlp_chunk * c + mlp_unit(row % 32)) * d + 8 * j, true);
     }
-    // Wdown's row n, chunk c: shared piece nt holds the pairs 4 nt + q, q = 0 .. 3, of the chunk, which
-    // are units 8 q + 2 nt (mlp_unit): word nt of the chunk's global piece q, a 4 x 4 transpose.
-    for (unsigned i = threadIdx.x; i < d * (s.m / mlp_chunk); i += mlp_threads) {
-        const unsigned n = i / (s.m / mlp_chunk), c = i % (s.m / mlp_chunk);
+    commit_copies();
+    // Wdown's row n, chunk c: piece nt of the chunk holds positions 8 nt + 2 q + e, q = 0 .. 3, which
+    // are units 8 q + 2 nt + e: word nt of the chunk's global piece q, a 4 x 4 transpose in registers.
+    for (unsigned i = threadIdx.x; i < d * chunks; i += mlp_threads) {
+        const unsigned n = i / chunks, c = i % chunks;
         const uint4* src = reinterpret_cast<const uint4*>(s.w_down + std::size_t(n) * s.m + mlp_chunk * c);
         uint4 v[4];
 #pragma unroll
         for (unsigned j = 0; j < 4; ++j) v[j] = src[j];
-        uint4* dst = reinterpret_cast<uint4*>(mlp_shared + at.down + n * at.ldd + mlp_chunk * c);
+        uint4* row = shared + at.down / 8 + n * m_pieces;
 #pragma unroll
-        for (unsigned nt = 0; nt < 4; ++nt) dst[nt] = make_uint4(word(v[0], nt), word(v[1], nt), word(v[2], nt), word(v[3], nt));
+        for (unsigned nt = 0; nt < 4; ++nt)
+            row[swizzled(n, 4 * c + nt)] = make_uint4(word(v[0], nt), word(v[1], nt), word(v[2], nt), word(v[3], nt));
     }
+    wait_copies<0>();
     __syncthreads();
 
-    // ldmatrix's lanes on B stored [n][k]: row (n) l % 8 + 8 (l / 16), columns from 8 ((l / 8) % 2)
-    const unsigned b_row = lane % 8 + 8 * (lane / 16), b_col = 8 * ((lane / 8) % 2);
-    const bf16* bgu = mlp_shared + b_row * at.ldg + b_col;
-    const bf16* bdown = mlp_shared + at.down + b_row * at.ldd + b_col;
+    // ldmatrix's lanes: on A (xn's tile), row l % 16, k half l / 16; on B stored [n][k], row (n) l % 8
+    // + 8 (l / 16), k half (l / 8) % 2. Every row offset below is a multiple of 8, so a lane's rows
+    // all swizzle by l % 8.
+    const unsigned l8 = lane % 8, a_half = lane / 16, b_half = (lane / 8) % 2;
+    const uint4* a_row = xn_tile + (lane % 16) * pieces;
+    const uint4* gu_row = shared + (l8 + 8 * (lane / 16)) * pieces;
+    const uint4* down_row = shared + at.down / 8 + (l8 + 8 * (lane / 16)) * m_pieces;
     for (; tile < s.tiles; tile += warps) {
-        const unsigned row_g = 16 * tile + g, row_g8 = row_g + 8;
+        const unsigned row_g = mlp_rows * tile + g, row_g8 = row_g + 8;
+        // r into y's accumulators (columns 8 nt + 2 q, + 1); its latency passes in the first chunk
+        float y[ND][4];
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+            const unsigned row = hi ? row_g8 : row_g;
+            const float* rr = s.r + std::size_t(row < s.rows ? row : 0) * d + 2 * q;
+#pragma unroll
+            for (unsigned nt = 0; nt < ND; ++nt) {
+                const float2 v = row < s.rows ? *reinterpret_cast<const float2*>(rr + 8 * nt) : make_float2(0.0f, 0.0f);
+                y[nt][2 * hi] = v.x, y[nt][2 * hi + 1] = v.y;
+            }
+        }
+        // the tile's xn as A fragments, then the shared tile takes the next tile's rows
+        wait_copies<0>();
+        __syncwarp();
+        std::uint32_t xa[S][4];
+#pragma unroll
+        for (unsigned st = 0; st < S; ++st) load_matrices(xa[st], a_row + swizzled(l8, 2 * st + a_half));
+        __syncwarp();
+        if (tile + warps < s.tiles) start_xn(tile + warps);
+
         for (unsigned c = 0; c < chunks; ++c) {
             // gate and up for the chunk's 32 positions: tiles 0-3 the gate's, 4-7 the up's
             float acc[8][4] = {};
-            const bf16* bc = bgu + std::size_t(64 * c) * at.ldg;
+            const uint4* bc = gu_row + 64 * c * pieces;
 #pragma unroll
             for (unsigned st = 0; st < S; ++st) {
+                const unsigned piece = swizzled(l8, 2 * st + b_half);
 #pragma unroll
                 for (unsigned p = 0; p < 4; ++p) {
                     std::uint32_t b[4];
-                    load_matrices(b, bc + 16 * p * at.ldg + 16 * st);
+                    load_matrices(b, bc + 16 * p * pieces + piece);
                     mma_bf16(acc[2 * p], xa[st], b[0], b[1]);
                     mma_bf16(acc[2 * p + 1], xa[st], b[2], b[3]);
                 }
@@ -435,7 +435,8 @@ __global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_kernel(MlpForwardA
                     const __nv_bfloat162 av = __floats2bfloat162_rn(acc[nt][2 * hi], acc[nt][2 * hi + 1]);
                     const __nv_bfloat162 uv = __floats2bfloat162_rn(acc[4 + nt][2 * hi], acc[4 + nt][2 * hi + 1]);
                     const float2 a2 = __bfloat1622float2(av), u2 = __bfloat1622float2(uv);
-                    const __nv_bfloat162 hv = __floats2bfloat162_rn(a2.x * sigmoid_fast(a2.x) * u2.x, a2.y * sigmoid_fast(a2.y) * u2.y);
+                    const __nv_bfloat162 hv =
+                        __floats2bfloat162_rn(a2.x * sigmoid_fast(a2.x) * u2.x, a2.y * sigmoid_fast(a2.y) * u2.y);
                     ga[hi][nt] = *reinterpret_cast<const std::uint32_t*>(&av);
                     ua[hi][nt] = *reinterpret_cast<const std::uint32_t*>(&uv);
                     hq[nt / 2][hi + 2 * (nt % 2)] = *reinterpret_cast<const std::uint32_t*>(&hv);
@@ -455,13 +456,13 @@ __global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_kernel(MlpForwardA
                         make_uint4(hq[0][hi], hq[0][2 + hi], hq[1][hi], hq[1][2 + hi]);
             }
             // y += h Wdown^T over the chunk
-            const bf16* bd = bdown + mlp_chunk * c;
 #pragma unroll
             for (unsigned k2 = 0; k2 < 2; ++k2) {
+                const unsigned piece = swizzled(l8, 4 * c + 2 * k2 + b_half);
 #pragma unroll
                 for (unsigned p = 0; p < ND / 2; ++p) {
                     std::uint32_t b[4];
-                    load_matrices(b, bd + 16 * p * at.ldd + 16 * k2);
+                    load_matrices(b, down_row + 16 * p * m_pieces + piece);
                     mma_bf16(y[2 * p], hq[k2], b[0], b[1]);
                     mma_bf16(y[2 * p + 1], hq[k2], b[2], b[3]);
                 }
@@ -476,8 +477,8 @@ __global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_kernel(MlpForwardA
                 *reinterpret_cast<float2*>(s.y + std::size_t(row) * d + 8 * nt + 2 * q) =
                     make_float2(y[nt][2 * hi], y[nt][2 * hi + 1]);
         }
-        if (tile + warps < s.tiles) load_tile(tile + warps);
     }
+    wait_copies<0>();  // no copy outlives the block
 }
 
 // ---- An input gradient that feeds an RMSNorm's backward, and that backward, in one kernel ----
@@ -723,13 +724,13 @@ bool mlp_down_backward(const bf16* dy, const bf16* w_down, const bf16* gu, bf16*
 
 bool mlp_forward(const bf16* xn, const bf16* w_gu, const bf16* w_down, const float* r, bf16* gu, bf16* h, float* y,
                  std::size_t rows, std::size_t d, std::size_t m, std::size_t min_rows, cudaStream_t stream) {
-    if (rows < min_rows || m % mlp_chunk || (d != 32 && d != 64 && d != 128) ||
+    if (rows < min_rows || m % 64 || (d != 64 && d != 128) ||
         !fits(rows, d, m, {xn, w_gu, w_down, r, gu, h, y}))
         return false;
     const unsigned tiles = tiles_of(rows);
     const MlpForwardArgs s{xn, w_gu, w_down, r, gu, h, y, unsigned(rows), unsigned(m), tiles};
     const std::size_t bytes = MlpForwardLayout(unsigned(d), unsigned(m)).total * sizeof(bf16);
-    const auto kernel = d == 32 ? mlp_forward_kernel<2> : d == 64 ? mlp_forward_kernel<4> : mlp_forward_kernel<8>;
+    const auto kernel = d == 64 ? mlp_forward_kernel<4> : mlp_forward_kernel<8>;
     const int per_sm = persistent_blocks_per_sm(reinterpret_cast<const void*>(kernel), mlp_threads, bytes, "mlp_forward");
     if (per_sm < 1) return false;
     // at least two tiles a warp where there are two (the device tests' small batches then take a warp

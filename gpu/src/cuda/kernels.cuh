@@ -136,8 +136,8 @@ bool mlp_down_backward(const bf16* dy, const bf16* w_down, const bf16* gu, bf16*
 // sigmoid_fast, as mlp_down_backward's SwiGLU: within 2^-14 of swiglu_forward's before the rounding)
 // and y ([rows][d], fp32) = r + h w_down^T, with xn [rows][d], w_gu [2m][d] (the gate's rows, then
 // the up's) and w_down [d][m] in bf16, fp32 accumulation; gu and h are written unless null. False
-// (nothing launched) where the shape does not fit it (d 32, 64 or 128, m a multiple of 32, both
-// weights within one block's shared memory: m 256 at d 128, 16-byte aligned arrays) or the rows are
+// (nothing launched) where the shape does not fit it (d 64 or 128, m a multiple of 64, both weights
+// within one block's shared memory: m up to 256 at d 128, 16-byte aligned arrays) or the rows are
 // fewer than min_rows: then the gate/up product and mlp_down_forward run apart. y must not overlap r
 // or xn.
 bool mlp_forward(const bf16* xn, const bf16* w_gu, const bf16* w_down, const float* r, bf16* gu, bf16* h, float* y,
