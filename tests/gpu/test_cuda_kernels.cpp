@@ -237,6 +237,13 @@ TEST(CudaKernels, MlpDownForwardMatchesFp64OverManyTiles) {
 // at inference) the same y to the bit, and gu and h untouched.
 TEST(CudaKernels, MlpForwardMatchesFp64OverManyTiles) {
     SKIP_WITHOUT_GPU();
+    int device = 0, major = 0, minor = 0;
+    STATETRACK_CUDA(cudaGetDevice(&device));
+    STATETRACK_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    STATETRACK_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    if (major == 9 && minor == 0) {
+        EXPECT_TRUE(mlp_forward_has_warpgroups(128, 256)) << "sm_90a's kernel not built";
+    }
     for (const MlpCase c : {MlpCase{1000, 64, 128}, MlpCase{7, 64, 64}, MlpCase{777, 64, 192}, MlpCase{129, 64, 64},
                             MlpCase{40001, 128, 256}, MlpCase{3000, 128, 128}}) {
         SCOPED_TRACE("rows " + std::to_string(c.rows) + " d " + std::to_string(c.d) + " m " + std::to_string(c.m));
@@ -249,53 +256,57 @@ TEST(CudaKernels, MlpForwardMatchesFp64OverManyTiles) {
         DeviceArray<bf16> dgu((c.rows + guard_rows) * 2 * c.m), dh((c.rows + guard_rows) * c.m);
         DeviceArray<float> dr(r.size()), dy((c.rows + guard_rows) * c.d), dy2(r.size());
         upload(dxn, xn), upload(dwgu, w_gu), upload(dwdown, w_down), upload(dr, r);
-        poison(dgu), poison(dh), poison(dy), poison(dy2);
-        const bool ran = mlp_forward(dxn.data, dwgu.data, dwdown.data, dr.data, dgu.data, dh.data, dy.data, c.rows, c.d,
-                                     c.m, 0, nullptr);
-        STATETRACK_CUDA(cudaDeviceSynchronize());
-        if (!device_runs_bf16_mma()) {
-            EXPECT_FALSE(ran) << "the kernel needs sm_80's bf16 mma";
-            continue;
-        }
-        ASSERT_TRUE(ran);
-        const auto gu = download(dgu), h = download(dh);
-        auto y = download(dy);
-        EXPECT_EQ(touched_past(gu, c.rows * 2 * c.m) + touched_past(h, c.rows * c.m) + touched_past(y, c.rows * c.d), 0u)
-            << "written past the last row";
-        y.resize(c.rows * c.d);
-        const double sums_d = fp32_sums_bound(c.d), sums_m = fp32_sums_bound(c.m);
-        Worst gu_errors, h_errors, y_errors;
-        for (std::size_t row = 0; row < c.rows; ++row) {
-            for (std::size_t j = 0; j < 2 * c.m; ++j) {
-                const ProductSum want = residual_sum(0.0, &xn[row * c.d], &w_gu[j * c.d], c.d);
-                gu_errors.note(std::abs(value(gu[row * 2 * c.m + j]) - want.value) /
-                               (0x1p-8 * std::abs(want.value) + sums_d * want.magnitude + 1e-30));
+        for (const bool warpgroups : {true, false}) {
+            SCOPED_TRACE(warpgroups ? "the warpgroup kernel where the device has it" : "mma.sync's kernel");
+            poison(dgu), poison(dh), poison(dy), poison(dy2);
+            const bool ran = mlp_forward(dxn.data, dwgu.data, dwdown.data, dr.data, dgu.data, dh.data, dy.data, c.rows, c.d,
+                                         c.m, 0, nullptr, warpgroups);
+            STATETRACK_CUDA(cudaDeviceSynchronize());
+            if (!device_runs_bf16_mma()) {
+                EXPECT_FALSE(ran) << "the kernel needs sm_80's bf16 mma";
+                break;
             }
-            for (std::size_t j = 0; j < c.m; ++j) {
-                const double a = value(gu[row * 2 * c.m + j]), u = value(gu[row * 2 * c.m + c.m + j]);
-                const double want = a / (1.0 + std::exp(-a)) * u;
-                h_errors.note(std::abs(value(h[row * c.m + j]) - want) / ((0x1p-8 + 0x1p-14) * std::abs(want) + 1e-30));
+            ASSERT_TRUE(ran);
+            const auto gu = download(dgu), h = download(dh);
+            auto y = download(dy);
+            EXPECT_EQ(touched_past(gu, c.rows * 2 * c.m) + touched_past(h, c.rows * c.m) + touched_past(y, c.rows * c.d), 0u)
+                << "written past the last row";
+            y.resize(c.rows * c.d);
+            const double sums_d = fp32_sums_bound(c.d), sums_m = fp32_sums_bound(c.m);
+            Worst gu_errors, h_errors, y_errors;
+            for (std::size_t row = 0; row < c.rows; ++row) {
+                for (std::size_t j = 0; j < 2 * c.m; ++j) {
+                    const ProductSum want = residual_sum(0.0, &xn[row * c.d], &w_gu[j * c.d], c.d);
+                    gu_errors.note(std::abs(value(gu[row * 2 * c.m + j]) - want.value) /
+                                   (0x1p-8 * std::abs(want.value) + sums_d * want.magnitude + 1e-30));
+                }
+                for (std::size_t j = 0; j < c.m; ++j) {
+                    const double a = value(gu[row * 2 * c.m + j]), u = value(gu[row * 2 * c.m + c.m + j]);
+                    const double want = a / (1.0 + std::exp(-a)) * u;
+                    h_errors.note(std::abs(value(h[row * c.m + j]) - want) / ((0x1p-8 + 0x1p-14) * std::abs(want) + 1e-30));
+                }
+                for (std::size_t o = 0; o < c.d; ++o) {
+                    const ProductSum want = residual_sum(r[row * c.d + o], &h[row * c.m], &w_down[o * c.m], c.m);
+                    y_errors.note(std::abs(double(y[row * c.d + o]) - want.value) / (sums_m * want.magnitude + 1e-30));
+                }
             }
-            for (std::size_t o = 0; o < c.d; ++o) {
-                const ProductSum want = residual_sum(r[row * c.d + o], &h[row * c.m], &w_down[o * c.m], c.m);
-                y_errors.note(std::abs(double(y[row * c.d + o]) - want.value) / (sums_m * want.magnitude + 1e-30));
-            }
-        }
-        EXPECT_EQ(gu_errors.bad, 0u);
-        EXPECT_EQ(h_errors.bad, 0u);
-        EXPECT_EQ(y_errors.bad, 0u);
-        std::printf("mlp_forward rows %zu d %zu m %zu: worst error gu %.3f, h %.3f, y %.3f of its bound\n", c.rows, c.d,
-                    c.m, gu_errors.worst, h_errors.worst, y_errors.worst);
+            EXPECT_EQ(gu_errors.bad, 0u);
+            EXPECT_EQ(h_errors.bad, 0u);
+            EXPECT_EQ(y_errors.bad, 0u);
+            std::printf("mlp_forward (%s) rows %zu d %zu m %zu: worst error gu %.3f, h %.3f, y %.3f of its bound\n",
+                        warpgroups && mlp_forward_has_warpgroups(c.d, c.m) ? "wgmma" : "mma.sync", c.rows, c.d, c.m,
+                        gu_errors.worst, h_errors.worst, y_errors.worst);
 
-        // inference: neither gu nor h written, the same y to the bit
-        STATETRACK_CUDA(cudaMemset(dgu.data, 0, dgu.size * sizeof(bf16)));
-        STATETRACK_CUDA(cudaMemset(dh.data, 0, dh.size * sizeof(bf16)));
-        ASSERT_TRUE(mlp_forward(dxn.data, dwgu.data, dwdown.data, dr.data, nullptr, nullptr, dy2.data, c.rows, c.d, c.m,
-                                0, nullptr));
-        STATETRACK_CUDA(cudaDeviceSynchronize());
-        EXPECT_EQ(std::memcmp(download(dy2).data(), y.data(), y.size() * sizeof(float)), 0);
-        for (const bf16 x : download(dgu)) ASSERT_EQ(value(x), 0.0);
-        for (const bf16 x : download(dh)) ASSERT_EQ(value(x), 0.0);
+            // inference: neither gu nor h written, the same y to the bit
+            STATETRACK_CUDA(cudaMemset(dgu.data, 0, dgu.size * sizeof(bf16)));
+            STATETRACK_CUDA(cudaMemset(dh.data, 0, dh.size * sizeof(bf16)));
+            ASSERT_TRUE(mlp_forward(dxn.data, dwgu.data, dwdown.data, dr.data, nullptr, nullptr, dy2.data, c.rows, c.d, c.m,
+                                    0, nullptr, warpgroups));
+            STATETRACK_CUDA(cudaDeviceSynchronize());
+            EXPECT_EQ(std::memcmp(download(dy2).data(), y.data(), y.size() * sizeof(float)), 0);
+            for (const bf16 x : download(dgu)) ASSERT_EQ(value(x), 0.0);
+            for (const bf16 x : download(dh)) ASSERT_EQ(value(x), 0.0);
+        }
     }
 }
 

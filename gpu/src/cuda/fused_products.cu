@@ -31,6 +31,7 @@
 #include "bf16_tiles.cuh"
 #include "four_values.cuh"
 #include "kernels.cuh"
+#include "mlp_forward.cuh"
 #include "warp_sums.cuh"
 
 namespace statetrack::gpu::cuda {
@@ -287,49 +288,20 @@ __global__ void __launch_bounds__(down_threads, 2) residual_forward_kernel(Forwa
 
 // ---- The MLP's forward in one kernel: both products and SwiGLU between them ----
 // gu = xn [Wg; Wu]^T (rounded to bf16, as the gate/up product wrote it), h = SwiGLU(gu), y = r + h
-// Wdown^T. The separate gate/up product wrote gu for residual_forward_kernel to read back, 1 KB a row
-// each way at the paper's sizes (a step at T = 256 ran 0.255 ms faster with that product left out:
-// docs/PERFORMANCE.md, 2026-11-28, twenty-fourth session).
-//
-// Both weights stay in shared memory (one block an SM, 192 KB at d 128, m 256), and after they are
-// copied each warp runs on its own, with no block barrier: a warp takes 16 rows at a time, their xn
-// staged in its own shared tile by cp.async (the next tile's while this one computes), then held as
-// A fragments in registers with their y as accumulators (started from r); it takes the hidden units
-// 32 at a time: the chunk's gate and up accumulators become h in registers, and h's 8-column tiles
-// are already the A fragments of the second product's 16-deep steps, so h never passes through
-// shared memory. (Earlier cuts that shared a tile among the block's warps, with barriers between its
-// phases or its chunks, ran at 266-494 us against the 208 of the two kernels.)
-//
-// Within a chunk the gate's and up's rows, and Wdown's columns, lie in a permuted order, so that gu
-// and h go out in whole 16-byte pieces without any shuffle: an mma's accumulator gives lane 4 g + q
-// the columns 8 nt + 2 q and + 1 of its rows g and g + 8 in each 8-column tile nt, so with chunk
-// position L = 8 nt + 2 q + e holding hidden unit 8 q + 2 nt + e (mlp_unit), lane q's four tiles
-// hold units 8 q .. 8 q + 7 of the chunk. Shared rows are not padded (the three arrays and the warps'
-// tiles fill 224 of the 227 KB): their 16-byte pieces are XOR-swizzled by the row's last three bits
-// (swizzled), which keeps ldmatrix's eight rows on distinct banks.
-constexpr unsigned mlp_warps = 8, mlp_threads = 32 * mlp_warps, mlp_chunk = 32, mlp_rows = 16;
+// Wdown^T (mlp_forward.cuh says how). The separate gate/up product wrote gu for
+// residual_forward_kernel to read back, 1 KB a row each way at the paper's sizes (a step at T = 256
+// ran 0.255 ms faster with that product left out: docs/PERFORMANCE.md, 2026-11-28, twenty-fourth
+// session). This kernel is mma.sync's, for where Hopper's warpgroup kernel cannot run: both weights
+// stay in shared memory (one block an SM, 192 KB at d 128, m 256), and after they are copied each
+// warp runs on its own, with no block barrier. (Earlier cuts that shared a tile among the block's
+// warps, with barriers between its phases or its chunks, ran at 266-494 us against the 208 of the
+// two kernels.)
 struct MlpForwardLayout {
     std::size_t down, tiles, total;  // Wdown's offset [d][m], the warps' xn tiles' [mlp_rows][d], the whole (bf16)
     __host__ __device__ MlpForwardLayout(unsigned d, unsigned m)
         : down(2 * std::size_t(m) * d), tiles(down + std::size_t(d) * m),
           total(tiles + std::size_t(mlp_warps) * mlp_rows * d) {}
 };
-struct MlpForwardArgs {
-    const bf16* xn;      // [rows][d]: the MLP norm's output
-    const bf16* w_gu;    // [2m][d]: Wg's rows, then Wu's
-    const bf16* w_down;  // [d][m]
-    const float* r;      // [rows][d]: the residual stream
-    bf16* gu;            // [rows][2m], or null (inference)
-    bf16* h;             // [rows][m], or null
-    float* y;            // [rows][d]
-    unsigned rows, m, tiles;  // tiles of mlp_rows rows
-};
-
-// The hidden unit (within its chunk) at chunk position L.
-__device__ inline unsigned mlp_unit(unsigned L) { return 8 * ((L % 8) / 2) + 2 * (L / 8) + L % 2; }
-// Where 16-byte piece j of shared row `row` lies (rows of a multiple of 8 pieces).
-__device__ inline unsigned swizzled(unsigned row, unsigned j) { return j ^ (row % 8); }
-__device__ inline std::uint32_t word(const uint4& v, unsigned i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
 // S: the first product's 16-deep steps (d = 16 S: 64 or 128).
 template <unsigned S>
@@ -342,19 +314,9 @@ __global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_kernel(MlpForwardA
     uint4* const shared = reinterpret_cast<uint4*>(mlp_shared);
     uint4* const xn_tile = shared + at.tiles / 8 + warp * mlp_rows * pieces;
 
-    // the warp's tile of xn rows into its shared tile (zeros past the last row)
-    auto start_xn = [&](unsigned tile) {
-#pragma unroll
-        for (unsigned i = lane; i < mlp_rows * pieces; i += 32) {
-            const unsigned rr = i / pieces, j = i % pieces, row = mlp_rows * tile + rr;
-            const bool valid = row < s.rows;
-            copy16(xn_tile + rr * pieces + swizzled(rr, j), s.xn + std::size_t(valid ? row : 0) * d + 8 * j, valid);
-        }
-        commit_copies();
-    };
     const unsigned warps = gridDim.x * mlp_warps;
     unsigned tile = blockIdx.x * mlp_warps + warp;
-    if (tile < s.tiles) start_xn(tile);
+    if (tile < s.tiles) start_xn_tile<d>(xn_tile, s, mlp_rows * tile, lane);
 
     // The weights (once a block). Shared row c 64 + 32 p + L of [Wg; Wu] is chunk c's position L of
     // the gate (p 0) or the up (p 1), by cp.async.
@@ -364,54 +326,28 @@ __global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_kernel(MlpForwardA
                s.w_gu + std::size_t(part * s.m + mlp_chunk * c + mlp_unit(row % 32)) * d + 8 * j, true);
     }
     commit_copies();
-    // Wdown's row n, chunk c: piece nt of the chunk holds positions 8 nt + 2 q + e, q = 0 .. 3, which
-    // are units 8 q + 2 nt + e: word nt of the chunk's global piece q, a 4 x 4 transpose in registers.
     for (unsigned i = threadIdx.x; i < d * chunks; i += mlp_threads) {
         const unsigned n = i / chunks, c = i % chunks;
-        const uint4* src = reinterpret_cast<const uint4*>(s.w_down + std::size_t(n) * s.m + mlp_chunk * c);
-        uint4 v[4];
-#pragma unroll
-        for (unsigned j = 0; j < 4; ++j) v[j] = src[j];
         uint4* row = shared + at.down / 8 + n * m_pieces;
-#pragma unroll
-        for (unsigned nt = 0; nt < 4; ++nt)
-            row[swizzled(n, 4 * c + nt)] = make_uint4(word(v[0], nt), word(v[1], nt), word(v[2], nt), word(v[3], nt));
+        copy_down_chunk(s, n, c, [&](unsigned nt) { return row + swizzled(n, 4 * c + nt); });
     }
     wait_copies<0>();
     __syncthreads();
 
-    // ldmatrix's lanes: on A (xn's tile), row l % 16, k half l / 16; on B stored [n][k], row (n) l % 8
-    // + 8 (l / 16), k half (l / 8) % 2. Every row offset below is a multiple of 8, so a lane's rows
-    // all swizzle by l % 8.
-    const unsigned l8 = lane % 8, a_half = lane / 16, b_half = (lane / 8) % 2;
-    const uint4* a_row = xn_tile + (lane % 16) * pieces;
+    // ldmatrix's lanes on B stored [n][k]: row (n) l % 8 + 8 (l / 16), k half (l / 8) % 2. Every row
+    // offset below is a multiple of 8, so a lane's rows all swizzle by l % 8.
+    const unsigned l8 = lane % 8, b_half = (lane / 8) % 2;
     const uint4* gu_row = shared + (l8 + 8 * (lane / 16)) * pieces;
     const uint4* down_row = shared + at.down / 8 + (l8 + 8 * (lane / 16)) * m_pieces;
     for (; tile < s.tiles; tile += warps) {
-        const unsigned row_g = mlp_rows * tile + g, row_g8 = row_g + 8;
-        // r into y's accumulators (columns 8 nt + 2 q, + 1); its latency passes in the first chunk
+        const unsigned row_g = mlp_rows * tile + g;
         float y[ND][4];
-#pragma unroll
-        for (int hi = 0; hi < 2; ++hi) {
-            const unsigned row = hi ? row_g8 : row_g;
-            const float* rr = s.r + std::size_t(row < s.rows ? row : 0) * d + 2 * q;
-#pragma unroll
-            for (unsigned nt = 0; nt < ND; ++nt) {
-                const float2 v = row < s.rows ? *reinterpret_cast<const float2*>(rr + 8 * nt) : make_float2(0.0f, 0.0f);
-                y[nt][2 * hi] = v.x, y[nt][2 * hi + 1] = v.y;
-            }
-        }
-        // the tile's xn as A fragments, then the shared tile takes the next tile's rows
-        wait_copies<0>();
-        __syncwarp();
+        load_residual(y, s, row_g, q);  // its latency passes in the first chunk
         std::uint32_t xa[S][4];
-#pragma unroll
-        for (unsigned st = 0; st < S; ++st) load_matrices(xa[st], a_row + swizzled(l8, 2 * st + a_half));
-        __syncwarp();
-        if (tile + warps < s.tiles) start_xn(tile + warps);
+        load_xn_fragments(xa, xn_tile, lane);
+        if (tile + warps < s.tiles) start_xn_tile<d>(xn_tile, s, mlp_rows * (tile + warps), lane);
 
         for (unsigned c = 0; c < chunks; ++c) {
-            // gate and up for the chunk's 32 positions: tiles 0-3 the gate's, 4-7 the up's
             float acc[8][4] = {};
             const uint4* bc = gu_row + 64 * c * pieces;
 #pragma unroll
@@ -425,36 +361,8 @@ __global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_kernel(MlpForwardA
                     mma_bf16(acc[2 * p + 1], xa[st], b[2], b[3]);
                 }
             }
-            // gu in bf16, h = silu(gate) up from those values: ga[hi][nt] (and ua) row g + 8 hi, units 8 q +
-            // 2 nt, + 1; h as the second product's A fragments, hq[k2] = h's tiles 2 k2 and 2 k2 + 1
-            std::uint32_t ga[2][4], ua[2][4], hq[2][4];
-#pragma unroll
-            for (int hi = 0; hi < 2; ++hi)
-#pragma unroll
-                for (int nt = 0; nt < 4; ++nt) {
-                    const __nv_bfloat162 av = __floats2bfloat162_rn(acc[nt][2 * hi], acc[nt][2 * hi + 1]);
-                    const __nv_bfloat162 uv = __floats2bfloat162_rn(acc[4 + nt][2 * hi], acc[4 + nt][2 * hi + 1]);
-                    const float2 a2 = __bfloat1622float2(av), u2 = __bfloat1622float2(uv);
-                    const __nv_bfloat162 hv =
-                        __floats2bfloat162_rn(a2.x * sigmoid_fast(a2.x) * u2.x, a2.y * sigmoid_fast(a2.y) * u2.y);
-                    ga[hi][nt] = *reinterpret_cast<const std::uint32_t*>(&av);
-                    ua[hi][nt] = *reinterpret_cast<const std::uint32_t*>(&uv);
-                    hq[nt / 2][hi + 2 * (nt % 2)] = *reinterpret_cast<const std::uint32_t*>(&hv);
-                }
-            const unsigned unit = mlp_chunk * c + 8 * q;
-#pragma unroll
-            for (int hi = 0; hi < 2; ++hi) {
-                const unsigned row = hi ? row_g8 : row_g;
-                if (row >= s.rows) continue;
-                if (s.gu) {
-                    bf16* out = s.gu + std::size_t(row) * 2 * s.m + unit;
-                    *reinterpret_cast<uint4*>(out) = make_uint4(ga[hi][0], ga[hi][1], ga[hi][2], ga[hi][3]);
-                    *reinterpret_cast<uint4*>(out + s.m) = make_uint4(ua[hi][0], ua[hi][1], ua[hi][2], ua[hi][3]);
-                }
-                if (s.h)
-                    *reinterpret_cast<uint4*>(s.h + std::size_t(row) * s.m + unit) =
-                        make_uint4(hq[0][hi], hq[0][2 + hi], hq[1][hi], hq[1][2 + hi]);
-            }
+            std::uint32_t hq[2][4];
+            swiglu_chunk(hq, acc, s, c, row_g, q);
             // y += h Wdown^T over the chunk
 #pragma unroll
             for (unsigned k2 = 0; k2 < 2; ++k2) {
@@ -468,15 +376,7 @@ __global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_kernel(MlpForwardA
                 }
             }
         }
-#pragma unroll
-        for (int hi = 0; hi < 2; ++hi) {
-            const unsigned row = hi ? row_g8 : row_g;
-            if (row >= s.rows) continue;
-#pragma unroll
-            for (unsigned nt = 0; nt < ND; ++nt)
-                *reinterpret_cast<float2*>(s.y + std::size_t(row) * d + 8 * nt + 2 * q) =
-                    make_float2(y[nt][2 * hi], y[nt][2 * hi + 1]);
-        }
+        store_output(y, s, row_g, q);
     }
     wait_copies<0>();  // no copy outlives the block
 }
@@ -723,12 +623,13 @@ bool mlp_down_backward(const bf16* dy, const bf16* w_down, const bf16* gu, bf16*
 }
 
 bool mlp_forward(const bf16* xn, const bf16* w_gu, const bf16* w_down, const float* r, bf16* gu, bf16* h, float* y,
-                 std::size_t rows, std::size_t d, std::size_t m, std::size_t min_rows, cudaStream_t stream) {
-    if (rows < min_rows || m % 64 || (d != 64 && d != 128) ||
-        !fits(rows, d, m, {xn, w_gu, w_down, r, gu, h, y}))
+                 std::size_t rows, std::size_t d, std::size_t m, std::size_t min_rows, cudaStream_t stream,
+                 bool warpgroups) {
+    if (rows < min_rows || m % 64 || (d != 64 && d != 128) || !fits(rows, d, m, {xn, w_gu, w_down, r, gu, h, y}))
         return false;
     const unsigned tiles = tiles_of(rows);
     const MlpForwardArgs s{xn, w_gu, w_down, r, gu, h, y, unsigned(rows), unsigned(m), tiles};
+    if (warpgroups && mlp_forward_wgmma(s, unsigned(d), stream)) return true;
     const std::size_t bytes = MlpForwardLayout(unsigned(d), unsigned(m)).total * sizeof(bf16);
     const auto kernel = d == 64 ? mlp_forward_kernel<4> : mlp_forward_kernel<8>;
     const int per_sm = persistent_blocks_per_sm(reinterpret_cast<const void*>(kernel), mlp_threads, bytes, "mlp_forward");

@@ -140,8 +140,13 @@ bool mlp_down_backward(const bf16* dy, const bf16* w_down, const bf16* gu, bf16*
 // within one block's shared memory: m up to 256 at d 128, 16-byte aligned arrays) or the rows are
 // fewer than min_rows: then the gate/up product and mlp_down_forward run apart. y must not overlap r
 // or xn.
+// On Hopper the warpgroup kernel runs (sm90a/mlp_forward_wgmma.cu), elsewhere or without `warpgroups`
+// mma.sync's (fused_products.cu); the same values but for the sums' order.
 bool mlp_forward(const bf16* xn, const bf16* w_gu, const bf16* w_down, const float* r, bf16* gu, bf16* h, float* y,
-                 std::size_t rows, std::size_t d, std::size_t m, std::size_t min_rows, cudaStream_t stream);
+                 std::size_t rows, std::size_t d, std::size_t m, std::size_t min_rows, cudaStream_t stream,
+                 bool warpgroups = true);
+// Whether mlp_forward takes the warpgroup kernel for this shape on the current device.
+bool mlp_forward_has_warpgroups(std::size_t d, std::size_t m);
 // The MLP's down projection from [gate | up] in one kernel (residual_forward_kernel,
 // fused_products.cu): y ([rows][d], fp32) = r + h w_down^T with h = SwiGLU(gu) ([rows][m], bf16,
 // computed as swiglu_forward does and also written to h unless h is null), w_down [d][m] bf16, fp32

@@ -1,0 +1,223 @@
+// The MLP's forward (mlp_forward.cuh) on Hopper's warpgroup products, wgmma: a warpgroup (4 warps)
+// takes 64 rows at a time, and the tensor cores read each B operand (a chunk of [Wg; Wu], or Wdown's
+// columns for it) from shared memory once for all 64, where mma.sync's ldmatrix read it once for each
+// warp's 16: with mma.sync the kernel spent its time on shared-memory traffic (ldmatrix 85% of the
+// L1's wavefronts, the L1 80% busy, 140 us a launch at T = 256 on an H200). The A operands stay in
+// registers as in mma.sync's kernel: xn's fragments, and h's, made from the first product's
+// accumulators. Built for sm_90a only (its own target in gpu/CMakeLists.txt): on other devices the
+// launcher finds no code for the device and says no, and fused_products.cu's kernel runs.
+//
+// The weights lie in the layout wgmma reads with a 128-byte swizzle (K-major, 8-row atoms of 128-byte
+// rows): for each 64 columns (k) of a matrix, its rows 128 bytes apart, 16-byte piece j of row r at j
+// ^ (r % 8), the 8-row groups 1024 bytes apart, from a 1024-byte-aligned base. A 16-deep step k0
+// starts at 2 (k0 % 64) bytes into the row: the swizzle applies to the address bits, as the copies
+// placed them.
+#include <cstdint>
+
+#include "../mlp_forward.cuh"
+
+namespace statetrack::gpu::cuda {
+
+namespace {
+
+constexpr unsigned wg_rows = 64;  // a warpgroup's rows a tile
+struct WgmmaLayout {  // bytes from the 1024-aligned base
+    std::size_t down, tiles, total;
+    __host__ __device__ WgmmaLayout(unsigned d, unsigned m)
+        : down(2 * std::size_t(m) * d * 2), tiles(down + std::size_t(d) * m * 2),
+          total(tiles + std::size_t(mlp_warps) * mlp_rows * d * 2) {}
+};
+
+// A shared-memory matrix descriptor: 128-byte swizzle, 8-row groups 1024 bytes apart.
+__device__ inline std::uint64_t swizzle128_descriptor(std::uint32_t address) {
+    return std::uint64_t((address & 0x3FFFF) >> 4) | std::uint64_t(1) << 16 | std::uint64_t(1024 >> 4) << 32 |
+           std::uint64_t(1) << 62;
+}
+__device__ inline void wgmma_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+__device__ inline void wgmma_commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+}
+__device__ inline void wgmma_wait_all() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#endif
+}
+// Keeps the compiler from moving reads of accumulators above the wait that completes them.
+template <unsigned N>
+__device__ inline void settled(float (&d)[N][4]) {
+#pragma unroll
+    for (unsigned j = 0; j < N; ++j)
+#pragma unroll
+        for (unsigned t = 0; t < 4; ++t) asm volatile("" : "+f"(d[j][t])::"memory");
+}
+
+// d (+)= a B for the warpgroup's 64 rows: a this thread's A fragment (registers, as mma.sync's),
+// B [64][16] K-major in shared memory at `b` (a 128-byte-swizzle descriptor); d = a B where
+// `accumulate` is 0.
+__device__ inline void wgmma_64x64(float (&d)[8][4], const std::uint32_t (&a)[4], std::uint64_t b, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+          "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+          "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+          "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+#else
+    __trap();
+#endif
+}
+
+// d (+)= a B for the warpgroup's 64 rows: a this thread's A fragment (registers, as mma.sync's),
+// B [128][16] K-major in shared memory at `b` (a 128-byte-swizzle descriptor); d = a B where
+// `accumulate` is 0.
+__device__ inline void wgmma_64x128(float (&d)[16][4], const std::uint32_t (&a)[4], std::uint64_t b, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+          "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+          "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+          "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
+          "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
+          "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+          "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
+          "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
+          "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
+          "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
+          "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+          "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+#else
+    __trap();
+#endif
+}
+
+template <unsigned N>
+__device__ inline void wgmma_64xN(float (&d)[N / 8][4], const std::uint32_t (&a)[4], std::uint64_t b, int accumulate) {
+    if constexpr (N == 64) wgmma_64x64(d, a, b, accumulate);
+    else wgmma_64x128(d, a, b, accumulate);
+}
+
+// S: the first product's 16-deep steps (d = 16 S: 64 or 128).
+template <unsigned S>
+__global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_wgmma_kernel(MlpForwardArgs s) {
+    extern __shared__ __align__(16) unsigned char wgmma_shared[];
+    constexpr unsigned d = 16 * S, ND = 2 * S, pieces = d / 8;
+    const WgmmaLayout at(d, s.m);
+    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+    const unsigned chunks = s.m / mlp_chunk;
+    // the base rounded up to 1024 bytes (the launch asks for 1 KB more)
+    const std::uint32_t raw = shared_address(wgmma_shared), base = (raw + 1023) & ~1023u;
+    unsigned char* const shared = wgmma_shared + (base - raw);
+    uint4* const xn_tile = reinterpret_cast<uint4*>(shared + at.tiles) + warp * mlp_rows * pieces;
+
+    const unsigned group = warp / 4, group_warp = warp % 4, groups = gridDim.x * (mlp_warps / 4);
+    const unsigned tiles = (s.rows + wg_rows - 1) / wg_rows;
+    unsigned tile = blockIdx.x * (mlp_warps / 4) + group;
+    if (tile < tiles) start_xn_tile<d>(xn_tile, s, wg_rows * tile + mlp_rows * group_warp, lane);
+
+    // The weights (once a block). [Wg; Wu]: chunk c's 64 rows (its gate's positions, then its up's) as
+    // one B operand of d / 64 column blocks, by cp.async.
+    for (unsigned i = threadIdx.x; i < 2 * s.m * pieces; i += mlp_threads) {
+        const unsigned row = i / pieces, j = i % pieces, c = row / 64, rr = row % 64, part = rr / 32;
+        unsigned char* dst = shared + std::size_t(c) * 128 * d + (j / 8) * 8192 + rr * 128 + 16 * swizzled(rr, j % 8);
+        copy16(dst, s.w_gu + std::size_t(part * s.m + mlp_chunk * c + mlp_unit(rr % 32)) * d + 8 * j, true);
+    }
+    commit_copies();
+    // Wdown [d][m] as m / 64 column blocks of d rows
+    for (unsigned i = threadIdx.x; i < d * chunks; i += mlp_threads) {
+        const unsigned n = i / chunks, c = i % chunks;
+        copy_down_chunk(s, n, c, [&](unsigned nt) {
+            const unsigned piece = 4 * c + nt;
+            return reinterpret_cast<uint4*>(shared + at.down + std::size_t(piece / 8) * d * 128 + n * 128 +
+                                            16 * swizzled(n, piece % 8));
+        });
+    }
+    wait_copies<0>();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the products read by the async proxy
+#endif
+    __syncthreads();
+
+    const std::uint32_t gu_base = base, down_base = base + std::uint32_t(at.down);
+    for (; tile < tiles; tile += groups) {
+        const unsigned row_g = wg_rows * tile + mlp_rows * group_warp + g;
+        float y[ND][4];
+        load_residual(y, s, row_g, q);
+        std::uint32_t xa[S][4];
+        load_xn_fragments(xa, xn_tile, lane);
+        if (tile + groups < tiles) start_xn_tile<d>(xn_tile, s, wg_rows * (tile + groups) + mlp_rows * group_warp, lane);
+
+        for (unsigned c = 0; c < chunks; ++c) {
+            float acc[8][4] = {};
+            wgmma_fence();
+#pragma unroll
+            for (unsigned st = 0; st < S; ++st)
+                wgmma_64x64(acc, xa[st],
+                            swizzle128_descriptor(gu_base + c * 128 * d + (st / 4) * 8192 + (st % 4) * 32), 1);
+            wgmma_commit();
+            wgmma_wait_all();  // (and the chunk before's second product)
+            settled(acc);
+            std::uint32_t hq[2][4];
+            swiglu_chunk(hq, acc, s, c, row_g, q);
+            wgmma_fence();
+#pragma unroll
+            for (unsigned k2 = 0; k2 < 2; ++k2)
+                wgmma_64xN<d>(y, hq[k2],
+                              swizzle128_descriptor(down_base + (c / 2) * d * 128 + (c % 2) * 64 + k2 * 32), 1);
+            wgmma_commit();
+        }
+        wgmma_wait_all();
+        settled(y);
+        store_output(y, s, row_g, q);
+    }
+    wait_copies<0>();  // no copy outlives the block
+}
+
+}  // namespace
+
+namespace {
+// The kernel for d and its blocks an SM (0 where it cannot run)
+auto wgmma_kernel(unsigned d) { return d == 64 ? mlp_forward_wgmma_kernel<4> : mlp_forward_wgmma_kernel<8>; }
+std::size_t wgmma_bytes(unsigned d, unsigned m) { return WgmmaLayout(d, m).total + 1024; }
+int wgmma_blocks_per_sm(unsigned d, unsigned m) {
+    if ((d != 64 && d != 128) || m == 0 || m % 64) return 0;
+    return persistent_blocks_per_sm(reinterpret_cast<const void*>(wgmma_kernel(d)), mlp_threads, wgmma_bytes(d, m),
+                                    "mlp_forward_wgmma");
+}
+}  // namespace
+
+bool mlp_forward_has_warpgroups(std::size_t d, std::size_t m) {
+    return d < (1u << 16) && m < (1u << 16) && wgmma_blocks_per_sm(unsigned(d), unsigned(m)) > 0;
+}
+
+bool mlp_forward_wgmma(const MlpForwardArgs& s, unsigned d, cudaStream_t stream) {
+    const int per_sm = wgmma_blocks_per_sm(d, s.m);
+    if (per_sm < 1) return false;
+    const auto kernel = wgmma_kernel(d);
+    const std::size_t bytes = wgmma_bytes(d, s.m);
+    const unsigned tiles = (s.rows + wg_rows - 1) / wg_rows, per_block = 2 * (mlp_warps / 4);
+    const unsigned blocks = std::max(1u, std::min<unsigned>((tiles + per_block - 1) / per_block, unsigned(per_sm) * sm_count()));
+    kernel<<<blocks, mlp_threads, bytes, stream>>>(s);
+    check(cudaGetLastError(), "mlp_forward_wgmma");
+    return true;
+}
+
+}  // namespace statetrack::gpu::cuda
