@@ -43,9 +43,10 @@ __device__ inline void wgmma_commit() {
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 #endif
 }
-__device__ inline void wgmma_wait_all() {
+template <int N>
+__device__ inline void wgmma_wait() {  // until at most N committed groups are pending
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 #endif
 }
 // Keeps the compiler from moving reads of accumulators above the wait that completes them.
@@ -165,26 +166,38 @@ __global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_wgmma_kernel(MlpFo
         load_xn_fragments(xa, xn_tile, lane);
         if (tile + groups < tiles) start_xn_tile<d>(xn_tile, s, wg_rows * (tile + groups) + mlp_rows * group_warp, lane);
 
-        for (unsigned c = 0; c < chunks; ++c) {
-            float acc[8][4] = {};
+        // Chunks two at a time (chunks is even): both first products start, then each chunk's SwiGLU
+        // runs while the other's product does (c's beside c + 1's first product, c + 1's beside c's
+        // second). No product is in flight into an accumulator across the loop's back edge but y's:
+        // ptxas would make them all synchronous.
+        const auto first_product = [&](float (&a)[8][4], unsigned c) {
             wgmma_fence();
 #pragma unroll
-            for (unsigned st = 0; st < S; ++st)
-                wgmma_64x64(acc, xa[st],
-                            swizzle128_descriptor(gu_base + c * 128 * d + (st / 4) * 8192 + (st % 4) * 32), 1);
+            for (unsigned st = 0; st < S; ++st)  // the first step overwrites a
+                wgmma_64x64(a, xa[st], swizzle128_descriptor(gu_base + c * 128 * d + (st / 4) * 8192 + (st % 4) * 32),
+                            st > 0);
             wgmma_commit();
-            wgmma_wait_all();  // (and the chunk before's second product)
-            settled(acc);
-            std::uint32_t hq[2][4];
-            swiglu_chunk(hq, acc, s, c, row_g, q);
+        };
+        const auto second_product = [&](float (&a)[8][4], std::uint32_t (&hq)[2][4], unsigned c) {
+            settled(a);
+            swiglu_chunk(hq, a, s, c, row_g, q);
             wgmma_fence();
 #pragma unroll
             for (unsigned k2 = 0; k2 < 2; ++k2)
-                wgmma_64xN<d>(y, hq[k2],
-                              swizzle128_descriptor(down_base + (c / 2) * d * 128 + (c % 2) * 64 + k2 * 32), 1);
+                wgmma_64xN<d>(y, hq[k2], swizzle128_descriptor(down_base + (c / 2) * d * 128 + (c % 2) * 64 + k2 * 32), 1);
             wgmma_commit();
+        };
+        for (unsigned c = 0; c < chunks; c += 2) {
+            float acc[2][8][4];
+            std::uint32_t hq[2][2][4];
+            first_product(acc[0], c);
+            first_product(acc[1], c + 1);
+            wgmma_wait<1>();  // all but chunk c + 1's first product
+            second_product(acc[0], hq[0], c);
+            wgmma_wait<1>();  // all but chunk c's second product
+            second_product(acc[1], hq[1], c + 1);
         }
-        wgmma_wait_all();
+        wgmma_wait<0>();
         settled(y);
         store_output(y, s, row_g, q);
     }
