@@ -144,32 +144,39 @@ bool device_runs_bf16_mma() {
 TEST(CudaKernels, MlpDownBackwardMatchesFp64OverManyTiles) {
     SKIP_WITHOUT_GPU();
     for (const MlpCase c : {MlpCase{1000, 48, 72}, MlpCase{40001, 128, 256}, MlpCase{7, 16, 8}, MlpCase{777, 144, 136},
-                            MlpCase{333, 96, 264}, MlpCase{3000, 128, 256}}) {
+                            MlpCase{333, 96, 264}, MlpCase{3000, 128, 256}, MlpCase{555, 64, 128}}) {
         Rng rng = make_rng(c.rows + c.d + c.m, 11);
         const auto dy = random_bf16(c.rows * c.d, 1.0, rng), w = random_bf16(c.d * c.m, 0.1, rng),
                    gu = random_bf16(c.rows * 2 * c.m, 2.0, rng);
         DeviceArray<bf16> ddy(dy.size()), dw(w.size()), dgu_in(gu.size()), dgu(gu.size() + guard_rows * 2 * c.m);
         upload(ddy, dy), upload(dw, w), upload(dgu_in, gu);
-        poison(dgu);
-        const bool ran = mlp_down_backward(ddy.data, dw.data, dgu_in.data, dgu.data, c.rows, c.d, c.m, nullptr);
-        STATETRACK_CUDA(cudaDeviceSynchronize());
-        if (!device_runs_bf16_mma()) {
-            EXPECT_FALSE(ran) << "the kernel needs sm_80's bf16 mma";
-            continue;
-        }
-        ASSERT_TRUE(ran) << "rows " << c.rows << " d " << c.d << " m " << c.m;
         std::vector<double> want, bound;
         mlp_down_reference(c, dy, w, gu, want, bound);
-        const auto got = download(dgu);
-        EXPECT_EQ(touched_past(got, want.size()), 0u) << "rows " << c.rows << ": written past the last row";
-        Worst errors;
-        for (std::size_t i = 0; i < want.size(); ++i) errors.note(std::abs(value(got[i]) - want[i]) / bound[i], i);
-        const std::size_t first = errors.first_bad;
-        EXPECT_EQ(errors.bad, 0u) << "rows " << c.rows << " d " << c.d << " m " << c.m << ": first at row "
-                                  << first / (2 * c.m) << " column " << first % (2 * c.m) << ", got "
-                                  << value(got[first]) << " want " << want[first];
-        std::printf("mlp_down_backward rows %zu d %zu m %zu: worst error %.3f of its bound\n", c.rows, c.d, c.m,
-                    errors.worst);
+        // the warpgroup kernel where the device has it and the shape fits it (d 64 or 128, m a multiple
+        // of 128), then mma.sync's
+        for (const bool warpgroups : {true, false}) {
+            SCOPED_TRACE(warpgroups ? "the warpgroup kernel where it runs" : "mma.sync's kernel");
+            poison(dgu);
+            const bool ran =
+                mlp_down_backward(ddy.data, dw.data, dgu_in.data, dgu.data, c.rows, c.d, c.m, nullptr, warpgroups);
+            STATETRACK_CUDA(cudaDeviceSynchronize());
+            if (!device_runs_bf16_mma()) {
+                EXPECT_FALSE(ran) << "the kernel needs sm_80's bf16 mma";
+                break;
+            }
+            ASSERT_TRUE(ran) << "rows " << c.rows << " d " << c.d << " m " << c.m;
+            const auto got = download(dgu);
+            EXPECT_EQ(touched_past(got, want.size()), 0u) << "rows " << c.rows << ": written past the last row";
+            Worst errors;
+            for (std::size_t i = 0; i < want.size(); ++i) errors.note(std::abs(value(got[i]) - want[i]) / bound[i], i);
+            const std::size_t first = errors.first_bad;
+            EXPECT_EQ(errors.bad, 0u) << "rows " << c.rows << " d " << c.d << " m " << c.m << ": first at row "
+                                      << first / (2 * c.m) << " column " << first % (2 * c.m) << ", got "
+                                      << value(got[first]) << " want " << want[first];
+            std::printf("mlp_down_backward (%s) rows %zu d %zu m %zu: worst error %.3f of its bound\n",
+                        warpgroups && mlp_forward_has_warpgroups(c.d, c.m) && c.m % 128 == 0 ? "wgmma" : "mma.sync",
+                        c.rows, c.d, c.m, errors.worst);
+        }
     }
 }
 

@@ -31,7 +31,7 @@
 #include "bf16_tiles.cuh"
 #include "four_values.cuh"
 #include "kernels.cuh"
-#include "mlp_forward.cuh"
+#include "mlp.cuh"
 #include "warp_sums.cuh"
 
 namespace statetrack::gpu::cuda {
@@ -146,13 +146,8 @@ __global__ void __launch_bounds__(down_threads, 2)
                     if (j >= s.m) continue;  // the zero columns of the last block (m even: j + 1 < m too)
                     __nv_bfloat162* gate = reinterpret_cast<__nv_bfloat162*>(sgu + r * ldg + j);
                     __nv_bfloat162* up = reinterpret_cast<__nv_bfloat162*>(sgu + r * ldg + s.m + j);
-                    const float2 a2 = __bfloat1622float2(*gate), u2 = __bfloat1622float2(*up);
-                    const float d0 = acc[nt][2 * hi], d1 = acc[nt][2 * hi + 1];
-                    const float s0 = sigmoid_fast(a2.x), s1 = sigmoid_fast(a2.y);
-                    // d u silu'(a) for the gate, d silu(a) for the up, as swiglu_backward_kernel
-                    *gate = __floats2bfloat162_rn(d0 * u2.x * (s0 * (1.0f + a2.x * (1.0f - s0))),
-                                                  d1 * u2.y * (s1 * (1.0f + a2.y * (1.0f - s1))));
-                    *up = __floats2bfloat162_rn(d0 * (a2.x * s0), d1 * (a2.y * s1));
+                    swiglu_backward_pair(*gate, *up, make_float2(acc[nt][2 * hi], acc[nt][2 * hi + 1]),
+                                         __bfloat1622float2(*gate), __bfloat1622float2(*up));
                 }
         }
         __syncthreads();
@@ -288,7 +283,7 @@ __global__ void __launch_bounds__(down_threads, 2) residual_forward_kernel(Forwa
 
 // ---- The MLP's forward in one kernel: both products and SwiGLU between them ----
 // gu = xn [Wg; Wu]^T (rounded to bf16, as the gate/up product wrote it), h = SwiGLU(gu), y = r + h
-// Wdown^T (mlp_forward.cuh says how). The separate gate/up product wrote gu for
+// Wdown^T (mlp.cuh says how). The separate gate/up product wrote gu for
 // residual_forward_kernel to read back, 1 KB a row each way at the paper's sizes (a step at T = 256
 // ran 0.255 ms faster with that product left out: docs/PERFORMANCE.md, 2026-11-28, twenty-fourth
 // session). This kernel is mma.sync's, for where Hopper's warpgroup kernel cannot run: both weights
@@ -316,7 +311,7 @@ __global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_kernel(MlpForwardA
 
     const unsigned warps = gridDim.x * mlp_warps;
     unsigned tile = blockIdx.x * mlp_warps + warp;
-    if (tile < s.tiles) start_xn_tile<d>(xn_tile, s, mlp_rows * tile, lane);
+    if (tile < s.tiles) start_row_tile<d>(xn_tile, s.xn, s.rows, mlp_rows * tile, lane);
 
     // The weights (once a block). Shared row c 64 + 32 p + L of [Wg; Wu] is chunk c's position L of
     // the gate (p 0) or the up (p 1), by cp.async.
@@ -344,8 +339,8 @@ __global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_kernel(MlpForwardA
         float y[ND][4];
         load_residual(y, s, row_g, q);  // its latency passes in the first chunk
         std::uint32_t xa[S][4];
-        load_xn_fragments(xa, xn_tile, lane);
-        if (tile + warps < s.tiles) start_xn_tile<d>(xn_tile, s, mlp_rows * (tile + warps), lane);
+        load_row_fragments(xa, xn_tile, lane);
+        if (tile + warps < s.tiles) start_row_tile<d>(xn_tile, s.xn, s.rows, mlp_rows * (tile + warps), lane);
 
         for (unsigned c = 0; c < chunks; ++c) {
             float acc[8][4] = {};
@@ -614,8 +609,10 @@ unsigned tiles_of(std::size_t rows) { return unsigned((rows + down_rows - 1) / d
 std::size_t fused_products_rows() { return std::size_t(16) * down_rows * 2 * sm_count(); }
 
 bool mlp_down_backward(const bf16* dy, const bf16* w_down, const bf16* gu, bf16* dgu, std::size_t rows, std::size_t d,
-                       std::size_t m, cudaStream_t stream) {
+                       std::size_t m, cudaStream_t stream, bool warpgroups) {
     if (!fits(rows, d, m, {dy, w_down, gu, dgu})) return false;
+    if (warpgroups && mlp_down_backward_wgmma(dy, w_down, gu, dgu, unsigned(rows), unsigned(d), unsigned(m), stream))
+        return true;
     const MlpShape s{unsigned(rows), unsigned(d), unsigned(m), tiles_of(rows)};
     const std::size_t bytes = DownLayout(s.d, s.m).total * sizeof(bf16);
     return launch_persistent(mlp_down_backward_kernel, down_threads, bytes, 2, s.tiles, "mlp_down_backward", stream, s,

@@ -129,8 +129,10 @@ void swiglu_backward(const bf16* gu, const bf16* dh, bf16* dgu, std::size_t rows
 // (nothing launched) where the shape does not fit it (d a multiple of 16, m of 8, 16-byte aligned
 // arrays, two blocks an SM with the weight in each one's shared memory): then the product and
 // swiglu_backward run apart. dgu must not overlap gu or dy.
+// On Hopper, for d 64 or 128 and m a multiple of 128, the warpgroup kernel runs (sm90a/mlp_wgmma.cu);
+// elsewhere or without `warpgroups` mma.sync's (fused_products.cu).
 bool mlp_down_backward(const bf16* dy, const bf16* w_down, const bf16* gu, bf16* dgu, std::size_t rows, std::size_t d,
-                       std::size_t m, cudaStream_t stream);
+                       std::size_t m, cudaStream_t stream, bool warpgroups = true);
 // The MLP's forward in one kernel (mlp_forward_kernel, fused_products.cu): gu ([rows][2m], bf16) =
 // xn w_gu^T rounded to bf16, h = SwiGLU(gu) ([rows][m], bf16, computed from those values with
 // sigmoid_fast, as mlp_down_backward's SwiGLU: within 2^-14 of swiglu_forward's before the rounding)
@@ -140,7 +142,7 @@ bool mlp_down_backward(const bf16* dy, const bf16* w_down, const bf16* gu, bf16*
 // within one block's shared memory: m up to 256 at d 128, 16-byte aligned arrays) or the rows are
 // fewer than min_rows: then the gate/up product and mlp_down_forward run apart. y must not overlap r
 // or xn.
-// On Hopper the warpgroup kernel runs (sm90a/mlp_forward_wgmma.cu), elsewhere or without `warpgroups`
+// On Hopper the warpgroup kernel runs (sm90a/mlp_wgmma.cu), elsewhere or without `warpgroups`
 // mma.sync's (fused_products.cu); the same values but for the sums' order.
 bool mlp_forward(const bf16* xn, const bf16* w_gu, const bf16* w_down, const float* r, bf16* gu, bf16* h, float* y,
                  std::size_t rows, std::size_t d, std::size_t m, std::size_t min_rows, cudaStream_t stream,

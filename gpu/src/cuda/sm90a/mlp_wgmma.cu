@@ -1,4 +1,4 @@
-// The MLP's forward (mlp_forward.cuh) on Hopper's warpgroup products, wgmma: a warpgroup (4 warps)
+// The MLP's forward (mlp.cuh) on Hopper's warpgroup products, wgmma: a warpgroup (4 warps)
 // takes 64 rows at a time, and the tensor cores read each B operand (a chunk of [Wg; Wu], or Wdown's
 // columns for it) from shared memory once for all 64, where mma.sync's ldmatrix read it once for each
 // warp's 16: with mma.sync the kernel spent its time on shared-memory traffic (ldmatrix 85% of the
@@ -14,7 +14,7 @@
 // placed them.
 #include <cstdint>
 
-#include "../mlp_forward.cuh"
+#include "../mlp.cuh"
 
 namespace statetrack::gpu::cuda {
 
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_wgmma_kernel(MlpFo
     const unsigned group = warp / 4, group_warp = warp % 4, groups = gridDim.x * (mlp_warps / 4);
     const unsigned tiles = (s.rows + wg_rows - 1) / wg_rows;
     unsigned tile = blockIdx.x * (mlp_warps / 4) + group;
-    if (tile < tiles) start_xn_tile<d>(xn_tile, s, wg_rows * tile + mlp_rows * group_warp, lane);
+    if (tile < tiles) start_row_tile<d>(xn_tile, s.xn, s.rows, wg_rows * tile + mlp_rows * group_warp, lane);
 
     // The weights (once a block). [Wg; Wu]: chunk c's 64 rows (its gate's positions, then its up's) as
     // one B operand of d / 64 column blocks, by cp.async.
@@ -163,8 +163,8 @@ __global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_wgmma_kernel(MlpFo
         float y[ND][4];
         load_residual(y, s, row_g, q);
         std::uint32_t xa[S][4];
-        load_xn_fragments(xa, xn_tile, lane);
-        if (tile + groups < tiles) start_xn_tile<d>(xn_tile, s, wg_rows * (tile + groups) + mlp_rows * group_warp, lane);
+        load_row_fragments(xa, xn_tile, lane);
+        if (tile + groups < tiles) start_row_tile<d>(xn_tile, s.xn, s.rows, wg_rows * (tile + groups) + mlp_rows * group_warp, lane);
 
         // Chunks two at a time (chunks is even): both first products start, then each chunk's SwiGLU
         // runs while the other's product does (c's beside c + 1's first product, c + 1's beside c's
@@ -204,6 +204,123 @@ __global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_wgmma_kernel(MlpFo
     wait_copies<0>();  // no copy outlives the block
 }
 
+// ---- The MLP's backward from dy to dgu (mlp_down_backward): dh = dy Wdown, a product over d, and
+// SwiGLU's backward on it with gu ----
+// A warpgroup takes 64 rows of dy at a time (A fragments in registers, as xn's in the forward) and
+// the hidden units 64 at a time: Wdown's columns for them, transposed into rows of d (K-major) in
+// the forward's chunk order, are the product's B operand [64][d]; its accumulators give lane 4 g + q
+// units 8 q .. 8 q + 7 of each 32-unit chunk (mlp.cuh), which it reads from gu and writes to dgu in
+// 16-byte pieces. Both groups of a pair of 64 start before either's SwiGLU, as in the forward.
+struct BackwardLayout {  // bytes from the 1024-aligned base: Wdown^T [m][d] as m / 64 operands, the warps' dy tiles
+    std::size_t tiles, total;
+    __host__ __device__ BackwardLayout(unsigned d, unsigned m)
+        : tiles(std::size_t(m) * d * 2), total(tiles + std::size_t(mlp_warps) * mlp_rows * d * 2) {}
+};
+
+template <unsigned S>
+__global__ void __launch_bounds__(mlp_threads, 1)
+    mlp_down_backward_wgmma_kernel(const bf16* __restrict__ dy, const bf16* __restrict__ w_down,
+                                   const bf16* __restrict__ gu, bf16* __restrict__ dgu, unsigned rows, unsigned m) {
+    extern __shared__ __align__(16) unsigned char wgmma_shared[];
+    constexpr unsigned d = 16 * S, pieces = d / 8;
+    const BackwardLayout at(d, m);
+    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+    const std::uint32_t raw = shared_address(wgmma_shared), base = (raw + 1023) & ~1023u;
+    unsigned char* const shared = wgmma_shared + (base - raw);
+    uint4* const dy_tile = reinterpret_cast<uint4*>(shared + at.tiles) + warp * mlp_rows * pieces;
+
+    const unsigned group = warp / 4, group_warp = warp % 4, groups = gridDim.x * (mlp_warps / 4);
+    const unsigned tiles = (rows + wg_rows - 1) / wg_rows;
+    unsigned tile = blockIdx.x * (mlp_warps / 4) + group;
+    if (tile < tiles) start_row_tile<d>(dy_tile, dy, rows, wg_rows * tile + mlp_rows * group_warp, lane);
+
+    // Wdown^T: operand G's row rr is unit 32 (2 G + rr / 32) + mlp_unit(rr % 32), its piece j the
+    // column's entries 8 j .. 8 j + 7 (8 of Wdown's rows)
+    for (unsigned i = threadIdx.x; i < m * pieces; i += mlp_threads) {
+        const unsigned row = i / pieces, j = i % pieces, G = row / 64, rr = row % 64;
+        const unsigned unit = mlp_chunk * (2 * G + rr / 32) + mlp_unit(rr % 32);
+        std::uint32_t w[4];
+#pragma unroll
+        for (unsigned e = 0; e < 4; ++e) {
+            const bf16 lo = w_down[std::size_t(8 * j + 2 * e) * m + unit], hi = w_down[std::size_t(8 * j + 2 * e + 1) * m + unit];
+            const __nv_bfloat162 pair = __halves2bfloat162(lo, hi);
+            w[e] = *reinterpret_cast<const std::uint32_t*>(&pair);
+        }
+        *reinterpret_cast<uint4*>(shared + std::size_t(G) * 128 * d + (j / 8) * 8192 + rr * 128 + 16 * swizzled(rr, j % 8)) =
+            make_uint4(w[0], w[1], w[2], w[3]);
+    }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+    __syncthreads();
+
+    for (; tile < tiles; tile += groups) {
+        const unsigned row_g = wg_rows * tile + mlp_rows * group_warp + g;
+        std::uint32_t ya[S][4];
+        load_row_fragments(ya, dy_tile, lane);
+        if (tile + groups < tiles) start_row_tile<d>(dy_tile, dy, rows, wg_rows * (tile + groups) + mlp_rows * group_warp, lane);
+        const auto product = [&](float (&a)[8][4], unsigned G) {
+            wgmma_fence();
+#pragma unroll
+            for (unsigned st = 0; st < S; ++st)
+                wgmma_64x64(a, ya[st], swizzle128_descriptor(base + G * 128 * d + (st / 4) * 8192 + (st % 4) * 32), st > 0);
+            wgmma_commit();
+        };
+        // gu's pieces for units group G: [hi][half][gate or up], row g + 8 hi, chunk 2 G + half
+        const auto load_gu = [&](uint4 (&v)[2][2][2], unsigned G) {
+#pragma unroll
+            for (int hi = 0; hi < 2; ++hi)
+#pragma unroll
+                for (int half = 0; half < 2; ++half)
+#pragma unroll
+                    for (int part = 0; part < 2; ++part) {
+                        const unsigned row = row_g + 8 * hi;
+                        v[hi][half][part] = row < rows ? *reinterpret_cast<const uint4*>(gu + std::size_t(row) * 2 * m + part * m +
+                                                                                       mlp_chunk * (2 * G + half) + 8 * q)
+                                                       : make_uint4(0, 0, 0, 0);
+                    }
+        };
+        const auto backward = [&](float (&a)[8][4], const uint4 (&v)[2][2][2], unsigned G) {
+            settled(a);
+#pragma unroll
+            for (int hi = 0; hi < 2; ++hi) {
+                const unsigned row = row_g + 8 * hi;
+                if (row >= rows) continue;
+#pragma unroll
+                for (int half = 0; half < 2; ++half) {
+                    std::uint32_t out[2][4];  // [gate or up][nt]
+#pragma unroll
+                    for (unsigned nt = 0; nt < 4; ++nt) {
+                        const std::uint32_t ag = word(v[hi][half][0], nt), au = word(v[hi][half][1], nt);
+                        __nv_bfloat162 dg, du;
+                        swiglu_backward_pair(dg, du, make_float2(a[4 * half + nt][2 * hi], a[4 * half + nt][2 * hi + 1]),
+                                             __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&ag)),
+                                             __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&au)));
+                        out[0][nt] = *reinterpret_cast<const std::uint32_t*>(&dg);
+                        out[1][nt] = *reinterpret_cast<const std::uint32_t*>(&du);
+                    }
+                    bf16* dst = dgu + std::size_t(row) * 2 * m + mlp_chunk * (2 * G + half) + 8 * q;
+                    *reinterpret_cast<uint4*>(dst) = make_uint4(out[0][0], out[0][1], out[0][2], out[0][3]);
+                    *reinterpret_cast<uint4*>(dst + m) = make_uint4(out[1][0], out[1][1], out[1][2], out[1][3]);
+                }
+            }
+        };
+        for (unsigned G = 0; G < m / 64; G += 2) {
+            float acc[2][8][4];
+            uint4 v[2][2][2][2];
+            product(acc[0], G);
+            product(acc[1], G + 1);
+            load_gu(v[0], G);
+            load_gu(v[1], G + 1);
+            wgmma_wait<1>();
+            backward(acc[0], v[0], G);
+            wgmma_wait<0>();
+            backward(acc[1], v[1], G + 1);
+        }
+    }
+    wait_copies<0>();  // no copy outlives the block
+}
+
 }  // namespace
 
 namespace {
@@ -230,6 +347,21 @@ bool mlp_forward_wgmma(const MlpForwardArgs& s, unsigned d, cudaStream_t stream)
     const unsigned blocks = std::max(1u, std::min<unsigned>((tiles + per_block - 1) / per_block, unsigned(per_sm) * sm_count()));
     kernel<<<blocks, mlp_threads, bytes, stream>>>(s);
     check(cudaGetLastError(), "mlp_forward_wgmma");
+    return true;
+}
+
+bool mlp_down_backward_wgmma(const bf16* dy, const bf16* w_down, const bf16* gu, bf16* dgu, unsigned rows, unsigned d,
+                             unsigned m, cudaStream_t stream) {
+    if ((d != 64 && d != 128) || m == 0 || m % 128) return false;
+    const auto kernel = d == 64 ? mlp_down_backward_wgmma_kernel<4> : mlp_down_backward_wgmma_kernel<8>;
+    const std::size_t bytes = BackwardLayout(d, m).total + 1024;
+    const int per_sm =
+        persistent_blocks_per_sm(reinterpret_cast<const void*>(kernel), mlp_threads, bytes, "mlp_down_backward_wgmma");
+    if (per_sm < 1) return false;
+    const unsigned tiles = (rows + wg_rows - 1) / wg_rows, per_block = 2 * (mlp_warps / 4);
+    const unsigned blocks = std::max(1u, std::min<unsigned>((tiles + per_block - 1) / per_block, unsigned(per_sm) * sm_count()));
+    kernel<<<blocks, mlp_threads, bytes, stream>>>(dy, w_down, gu, dgu, rows, m);
+    check(cudaGetLastError(), "mlp_down_backward_wgmma");
     return true;
 }
 

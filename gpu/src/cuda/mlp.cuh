@@ -1,7 +1,7 @@
 #pragma once
-// What the two kernels of the MLP's forward share (mlp_forward in kernels.cuh): the arguments, the
-// order of the hidden units inside a chunk, the warps' xn tiles and the steps around the products.
-// fused_products.cu's kernel runs on mma.sync (sm_80 and later); sm90a/mlp_forward_wgmma.cu's on
+// What the MLP's kernels share (mlp_forward and mlp_down_backward in kernels.cuh): the arguments, the
+// order of the hidden units inside a chunk, the warps' tiles of rows and the steps around the
+// products. fused_products.cu's kernels run on mma.sync (sm_80 and later); sm90a/mlp_wgmma.cu's on
 // Hopper's warpgroup products, whose B operands the tensor cores read from shared memory once for 64
 // rows, where mma.sync's ldmatrix read them once for each warp's 16.
 //
@@ -41,9 +41,20 @@ struct MlpForwardArgs {
     unsigned rows, m, tiles;  // tiles of mlp_rows rows
 };
 
-// The warpgroup kernel (sm90a/mlp_forward_wgmma.cu): false where it cannot run (its code is built for
-// sm_90a only) or the shape does not fit it; then fused_products.cu's kernel runs.
+// The warpgroup kernels (sm90a/mlp_wgmma.cu): false where they cannot run (their code is built for
+// sm_90a only) or the shape does not fit them; then fused_products.cu's kernels run.
 bool mlp_forward_wgmma(const MlpForwardArgs& s, unsigned d, cudaStream_t stream);
+// dgu from dy [rows][d], w_down [d][m] and gu [rows][2m] (mlp_down_backward)
+bool mlp_down_backward_wgmma(const bf16* dy, const bf16* w_down, const bf16* gu, bf16* dgu, unsigned rows, unsigned d,
+                             unsigned m, cudaStream_t stream);
+
+// SwiGLU's backward on two units of a row: the gate's and the up's gradients, d u silu'(a) and d
+// silu(a), from dh = d, gate a and up u (as swiglu_backward_kernel, with sigmoid_fast).
+__device__ inline void swiglu_backward_pair(__nv_bfloat162& dgate, __nv_bfloat162& dup, float2 d, float2 a, float2 u) {
+    const float s0 = sigmoid_fast(a.x), s1 = sigmoid_fast(a.y);
+    dgate = __floats2bfloat162_rn(d.x * u.x * (s0 * (1.0f + a.x * (1.0f - s0))), d.y * u.y * (s1 * (1.0f + a.y * (1.0f - s1))));
+    dup = __floats2bfloat162_rn(d.x * (a.x * s0), d.y * (a.y * s1));
+}
 
 // The hidden unit (within its chunk) at chunk position L.
 __device__ inline unsigned mlp_unit(unsigned L) { return 8 * ((L % 8) / 2) + 2 * (L / 8) + L % 2; }
@@ -51,23 +62,23 @@ __device__ inline unsigned mlp_unit(unsigned L) { return 8 * ((L % 8) / 2) + 2 *
 __device__ inline unsigned swizzled(unsigned row, unsigned j) { return j ^ (row % 8); }
 __device__ inline std::uint32_t word(const uint4& v, unsigned i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
-// Starts the copies of xn's rows row0 .. row0 + 15 (zeros past the last row) into a warp's tile
-// [16][d] (its pieces swizzled), one group of copies for this lane.
+// Starts the copies of rows row0 .. row0 + 15 of a bf16 [rows][d] array (zeros past the last row)
+// into a warp's tile [16][d] (its pieces swizzled), one group of copies for this lane.
 template <unsigned d>
-__device__ inline void start_xn_tile(uint4* tile, const MlpForwardArgs& s, unsigned row0, unsigned lane) {
+__device__ inline void start_row_tile(uint4* tile, const bf16* src, unsigned rows, unsigned row0, unsigned lane) {
     constexpr unsigned pieces = d / 8;
 #pragma unroll
     for (unsigned i = lane; i < mlp_rows * pieces; i += 32) {
         const unsigned rr = i / pieces, j = i % pieces, row = row0 + rr;
-        const bool valid = row < s.rows;
-        copy16(tile + rr * pieces + swizzled(rr, j), s.xn + std::size_t(valid ? row : 0) * d + 8 * j, valid);
+        const bool valid = row < rows;
+        copy16(tile + rr * pieces + swizzled(rr, j), src + std::size_t(valid ? row : 0) * d + 8 * j, valid);
     }
     commit_copies();
 }
-// The warp's tile as the first product's A fragments, xa[st] for its 16-deep step st; then the tile
-// may take the next rows.
+// The warp's tile as a product's A fragments, xa[st] for its 16-deep step st; then the tile may take
+// the next rows.
 template <unsigned S>
-__device__ inline void load_xn_fragments(std::uint32_t (&xa)[S][4], const uint4* tile, unsigned lane) {
+__device__ inline void load_row_fragments(std::uint32_t (&xa)[S][4], const uint4* tile, unsigned lane) {
     wait_copies<0>();
     __syncwarp();
     // ldmatrix's lanes on A: row l % 16, k half l / 16
