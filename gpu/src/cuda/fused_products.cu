@@ -629,7 +629,8 @@ bool mlp_forward(const bf16* xn, const bf16* w_gu, const bf16* w_down, const flo
     if (warpgroups && mlp_forward_wgmma(s, unsigned(d), stream)) return true;
     const std::size_t bytes = MlpForwardLayout(unsigned(d), unsigned(m)).total * sizeof(bf16);
     const auto kernel = d == 64 ? mlp_forward_kernel<4> : mlp_forward_kernel<8>;
-    const int per_sm = persistent_blocks_per_sm(reinterpret_cast<const void*>(kernel), mlp_threads, bytes, "mlp_forward");
+    const int per_sm =
+        persistent_blocks_per_sm(reinterpret_cast<const void*>(kernel), mlp_threads, bytes, "mlp_forward");
     if (per_sm < 1) return false;
     // at least two tiles a warp where there are two (the device tests' small batches then take a warp
     // through its next tile too)

@@ -52,7 +52,8 @@ bool mlp_down_backward_wgmma(const bf16* dy, const bf16* w_down, const bf16* gu,
 // silu(a), from dh = d, gate a and up u (as swiglu_backward_kernel, with sigmoid_fast).
 __device__ inline void swiglu_backward_pair(__nv_bfloat162& dgate, __nv_bfloat162& dup, float2 d, float2 a, float2 u) {
     const float s0 = sigmoid_fast(a.x), s1 = sigmoid_fast(a.y);
-    dgate = __floats2bfloat162_rn(d.x * u.x * (s0 * (1.0f + a.x * (1.0f - s0))), d.y * u.y * (s1 * (1.0f + a.y * (1.0f - s1))));
+    dgate = __floats2bfloat162_rn(d.x * u.x * (s0 * (1.0f + a.x * (1.0f - s0))),
+                                  d.y * u.y * (s1 * (1.0f + a.y * (1.0f - s1))));
     dup = __floats2bfloat162_rn(d.x * (a.x * s0), d.y * (a.y * s1));
 }
 
@@ -60,7 +61,9 @@ __device__ inline void swiglu_backward_pair(__nv_bfloat162& dgate, __nv_bfloat16
 __device__ inline unsigned mlp_unit(unsigned L) { return 8 * ((L % 8) / 2) + 2 * (L / 8) + L % 2; }
 // Where 16-byte piece j of shared row `row` lies (rows of a multiple of 8 pieces).
 __device__ inline unsigned swizzled(unsigned row, unsigned j) { return j ^ (row % 8); }
-__device__ inline std::uint32_t word(const uint4& v, unsigned i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+__device__ inline std::uint32_t word(const uint4& v, unsigned i) {
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
 
 // Starts the copies of rows row0 .. row0 + 15 of a bf16 [rows][d] array (zeros past the last row)
 // into a warp's tile [16][d] (its pieces swizzled), one group of copies for this lane.
@@ -162,7 +165,8 @@ __device__ inline void copy_down_chunk(const MlpForwardArgs& s, unsigned n, unsi
 #pragma unroll
     for (unsigned j = 0; j < 4; ++j) v[j] = src[j];
 #pragma unroll
-    for (unsigned nt = 0; nt < 4; ++nt) *place(nt) = make_uint4(word(v[0], nt), word(v[1], nt), word(v[2], nt), word(v[3], nt));
+    for (unsigned nt = 0; nt < 4; ++nt)
+        *place(nt) = make_uint4(word(v[0], nt), word(v[1], nt), word(v[2], nt), word(v[3], nt));
 }
 
 }  // namespace statetrack::gpu::cuda

@@ -1,11 +1,12 @@
-// The MLP's forward (mlp.cuh) on Hopper's warpgroup products, wgmma: a warpgroup (4 warps)
-// takes 64 rows at a time, and the tensor cores read each B operand (a chunk of [Wg; Wu], or Wdown's
-// columns for it) from shared memory once for all 64, where mma.sync's ldmatrix read it once for each
-// warp's 16: with mma.sync the kernel spent its time on shared-memory traffic (ldmatrix 85% of the
-// L1's wavefronts, the L1 80% busy, 140 us a launch at T = 256 on an H200). The A operands stay in
-// registers as in mma.sync's kernel: xn's fragments, and h's, made from the first product's
+// The MLP's kernels (mlp.cuh) on Hopper's warpgroup products, wgmma: the forward, and the backward
+// from dy to [gate | up]'s gradient. A warpgroup (4 warps) takes 64 rows at a time, and the tensor
+// cores read each B operand (a chunk of [Wg; Wu], or Wdown's columns for it) from shared memory
+// once for all 64, where mma.sync's ldmatrix read it once for each warp's 16: with mma.sync the
+// forward spent its time on shared-memory traffic (ldmatrix 85% of the L1's wavefronts, the L1 80%
+// busy, 140 us a launch at T = 256 on an H200; 117 us here). The A operands stay in registers as in
+// mma.sync's kernels: the rows' fragments by ldmatrix, and h's, made from the first product's
 // accumulators. Built for sm_90a only (its own target in gpu/CMakeLists.txt): on other devices the
-// launcher finds no code for the device and says no, and fused_products.cu's kernel runs.
+// launchers find no code for the device and say no, and fused_products.cu's kernels run.
 //
 // The weights lie in the layout wgmma reads with a 128-byte swizzle (K-major, 8-row atoms of 128-byte
 // rows): for each 64 columns (k) of a matrix, its rows 128 bytes apart, 16-byte piece j of row r at j
@@ -28,7 +29,8 @@ struct WgmmaLayout {  // bytes from the 1024-aligned base
           total(tiles + std::size_t(mlp_warps) * mlp_rows * d * 2) {}
 };
 
-// A shared-memory matrix descriptor: 128-byte swizzle, 8-row groups 1024 bytes apart.
+// A shared-memory matrix descriptor: the start address, the leading byte offset (unused with this
+// swizzle: 1), the 8-row groups' stride (1024 bytes), the 128-byte swizzle (mode 1 in bits 62-63).
 __device__ inline std::uint64_t swizzle128_descriptor(std::uint32_t address) {
     return std::uint64_t((address & 0x3FFFF) >> 4) | std::uint64_t(1) << 16 | std::uint64_t(1024 >> 4) << 32 |
            std::uint64_t(1) << 62;
@@ -65,7 +67,10 @@ __device__ inline void wgmma_64x64(float (&d)[8][4], const std::uint32_t (&a)[4]
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
           "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
@@ -87,7 +92,12 @@ __device__ inline void wgmma_64x128(float (&d)[16][4], const std::uint32_t (&a)[
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
           "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
@@ -164,7 +174,8 @@ __global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_wgmma_kernel(MlpFo
         load_residual(y, s, row_g, q);
         std::uint32_t xa[S][4];
         load_row_fragments(xa, xn_tile, lane);
-        if (tile + groups < tiles) start_row_tile<d>(xn_tile, s.xn, s.rows, wg_rows * (tile + groups) + mlp_rows * group_warp, lane);
+        if (tile + groups < tiles)
+            start_row_tile<d>(xn_tile, s.xn, s.rows, wg_rows * (tile + groups) + mlp_rows * group_warp, lane);
 
         // Chunks two at a time (chunks is even): both first products start, then each chunk's SwiGLU
         // runs while the other's product does (c's beside c + 1's first product, c + 1's beside c's
@@ -184,7 +195,8 @@ __global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_wgmma_kernel(MlpFo
             wgmma_fence();
 #pragma unroll
             for (unsigned k2 = 0; k2 < 2; ++k2)
-                wgmma_64xN<d>(y, hq[k2], swizzle128_descriptor(down_base + (c / 2) * d * 128 + (c % 2) * 64 + k2 * 32), 1);
+                wgmma_64xN<d>(y, hq[k2],
+                              swizzle128_descriptor(down_base + (c / 2) * d * 128 + (c % 2) * 64 + k2 * 32), 1);
             wgmma_commit();
         };
         for (unsigned c = 0; c < chunks; c += 2) {
@@ -242,12 +254,13 @@ __global__ void __launch_bounds__(mlp_threads, 1)
         std::uint32_t w[4];
 #pragma unroll
         for (unsigned e = 0; e < 4; ++e) {
-            const bf16 lo = w_down[std::size_t(8 * j + 2 * e) * m + unit], hi = w_down[std::size_t(8 * j + 2 * e + 1) * m + unit];
+            const bf16 lo = w_down[std::size_t(8 * j + 2 * e) * m + unit];
+            const bf16 hi = w_down[std::size_t(8 * j + 2 * e + 1) * m + unit];
             const __nv_bfloat162 pair = __halves2bfloat162(lo, hi);
             w[e] = *reinterpret_cast<const std::uint32_t*>(&pair);
         }
-        *reinterpret_cast<uint4*>(shared + std::size_t(G) * 128 * d + (j / 8) * 8192 + rr * 128 + 16 * swizzled(rr, j % 8)) =
-            make_uint4(w[0], w[1], w[2], w[3]);
+        unsigned char* dst = shared + std::size_t(G) * 128 * d + (j / 8) * 8192 + rr * 128 + 16 * swizzled(rr, j % 8);
+        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
     }
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -258,12 +271,14 @@ __global__ void __launch_bounds__(mlp_threads, 1)
         const unsigned row_g = wg_rows * tile + mlp_rows * group_warp + g;
         std::uint32_t ya[S][4];
         load_row_fragments(ya, dy_tile, lane);
-        if (tile + groups < tiles) start_row_tile<d>(dy_tile, dy, rows, wg_rows * (tile + groups) + mlp_rows * group_warp, lane);
+        if (tile + groups < tiles)
+            start_row_tile<d>(dy_tile, dy, rows, wg_rows * (tile + groups) + mlp_rows * group_warp, lane);
         const auto product = [&](float (&a)[8][4], unsigned G) {
             wgmma_fence();
 #pragma unroll
             for (unsigned st = 0; st < S; ++st)
-                wgmma_64x64(a, ya[st], swizzle128_descriptor(base + G * 128 * d + (st / 4) * 8192 + (st % 4) * 32), st > 0);
+                wgmma_64x64(a, ya[st], swizzle128_descriptor(base + G * 128 * d + (st / 4) * 8192 + (st % 4) * 32),
+                            st > 0);
             wgmma_commit();
         };
         // gu's pieces for units group G: [hi][half][gate or up], row g + 8 hi, chunk 2 G + half
@@ -275,9 +290,10 @@ __global__ void __launch_bounds__(mlp_threads, 1)
 #pragma unroll
                     for (int part = 0; part < 2; ++part) {
                         const unsigned row = row_g + 8 * hi;
-                        v[hi][half][part] = row < rows ? *reinterpret_cast<const uint4*>(gu + std::size_t(row) * 2 * m + part * m +
-                                                                                       mlp_chunk * (2 * G + half) + 8 * q)
-                                                       : make_uint4(0, 0, 0, 0);
+                        v[hi][half][part] =
+                            row < rows ? *reinterpret_cast<const uint4*>(gu + std::size_t(row) * 2 * m + part * m +
+                                                                         mlp_chunk * (2 * G + half) + 8 * q)
+                                       : make_uint4(0, 0, 0, 0);
                     }
         };
         const auto backward = [&](float (&a)[8][4], const uint4 (&v)[2][2][2], unsigned G) {
@@ -293,7 +309,8 @@ __global__ void __launch_bounds__(mlp_threads, 1)
                     for (unsigned nt = 0; nt < 4; ++nt) {
                         const std::uint32_t ag = word(v[hi][half][0], nt), au = word(v[hi][half][1], nt);
                         __nv_bfloat162 dg, du;
-                        swiglu_backward_pair(dg, du, make_float2(a[4 * half + nt][2 * hi], a[4 * half + nt][2 * hi + 1]),
+                        const float2 dh = make_float2(a[4 * half + nt][2 * hi], a[4 * half + nt][2 * hi + 1]);
+                        swiglu_backward_pair(dg, du, dh,
                                              __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&ag)),
                                              __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&au)));
                         out[0][nt] = *reinterpret_cast<const std::uint32_t*>(&dg);
@@ -332,6 +349,12 @@ int wgmma_blocks_per_sm(unsigned d, unsigned m) {
     return persistent_blocks_per_sm(reinterpret_cast<const void*>(wgmma_kernel(d)), mlp_threads, wgmma_bytes(d, m),
                                     "mlp_forward_wgmma");
 }
+// Blocks for `rows`: two tiles of 64 rows a warpgroup where there are that many (the device tests'
+// small batches then take a warpgroup through its next tile too), at most per_sm on every SM.
+unsigned launch_blocks(unsigned rows, int per_sm) {
+    const unsigned tiles = (rows + wg_rows - 1) / wg_rows, per_block = 2 * (mlp_warps / 4);
+    return std::max(1u, std::min<unsigned>((tiles + per_block - 1) / per_block, unsigned(per_sm) * sm_count()));
+}
 }  // namespace
 
 bool mlp_forward_has_warpgroups(std::size_t d, std::size_t m) {
@@ -343,8 +366,7 @@ bool mlp_forward_wgmma(const MlpForwardArgs& s, unsigned d, cudaStream_t stream)
     if (per_sm < 1) return false;
     const auto kernel = wgmma_kernel(d);
     const std::size_t bytes = wgmma_bytes(d, s.m);
-    const unsigned tiles = (s.rows + wg_rows - 1) / wg_rows, per_block = 2 * (mlp_warps / 4);
-    const unsigned blocks = std::max(1u, std::min<unsigned>((tiles + per_block - 1) / per_block, unsigned(per_sm) * sm_count()));
+    const unsigned blocks = launch_blocks(s.rows, per_sm);
     kernel<<<blocks, mlp_threads, bytes, stream>>>(s);
     check(cudaGetLastError(), "mlp_forward_wgmma");
     return true;
@@ -358,8 +380,7 @@ bool mlp_down_backward_wgmma(const bf16* dy, const bf16* w_down, const bf16* gu,
     const int per_sm =
         persistent_blocks_per_sm(reinterpret_cast<const void*>(kernel), mlp_threads, bytes, "mlp_down_backward_wgmma");
     if (per_sm < 1) return false;
-    const unsigned tiles = (rows + wg_rows - 1) / wg_rows, per_block = 2 * (mlp_warps / 4);
-    const unsigned blocks = std::max(1u, std::min<unsigned>((tiles + per_block - 1) / per_block, unsigned(per_sm) * sm_count()));
+    const unsigned blocks = launch_blocks(rows, per_sm);
     kernel<<<blocks, mlp_threads, bytes, stream>>>(dy, w_down, gu, dgu, rows, m);
     check(cudaGetLastError(), "mlp_down_backward_wgmma");
     return true;
