@@ -124,13 +124,13 @@ void swiglu_backward(const bf16* gu, const bf16* dh, bf16* dgu, std::size_t rows
 // The products of our own below (fused_products.cu) all take their sizes as (rows, the product's
 // depth, its output's width): (rows, d, m) for the MLP's backward, whose product sums over d_model
 // into m columns, (rows, m, d) or (rows, k, d) for the others.
-// The MLP's backward in one kernel (fused_products.cu): dgu ([rows][2m], bf16) = SwiGLU's backward
-// at gu of dh = dy w_down, with dy [rows][d] and w_down [d][m] in bf16 and dh kept in fp32. False
-// (nothing launched) where the shape does not fit it (d a multiple of 16, m of 8, 16-byte aligned
-// arrays, two blocks an SM with the weight in each one's shared memory): then the product and
-// swiglu_backward run apart. dgu must not overlap gu or dy.
-// On Hopper, for d 64 or 128 and m a multiple of 128, the warpgroup kernel runs (sm90a/mlp_wgmma.cu);
-// elsewhere or without `warpgroups` mma.sync's (fused_products.cu).
+// The MLP's backward in one kernel: dgu ([rows][2m], bf16) = SwiGLU's backward at gu of dh = dy
+// w_down, with dy [rows][d] and w_down [d][m] in bf16 and dh kept in fp32. On Hopper, for d 64 or 128
+// and m a multiple of 128 whose w_down fits one block's shared memory (m up to 768 at d 128), the
+// warpgroup kernel runs (sm90a/mlp_wgmma.cu); elsewhere or without `warpgroups` mma.sync's
+// (fused_products.cu), for d a multiple of 16, m of 8 and two blocks an SM with the weight in each
+// one's shared memory. False (nothing launched) where neither fits (or the arrays are not 16-byte
+// aligned): then the product and swiglu_backward run apart. dgu must not overlap gu or dy.
 bool mlp_down_backward(const bf16* dy, const bf16* w_down, const bf16* gu, bf16* dgu, std::size_t rows, std::size_t d,
                        std::size_t m, cudaStream_t stream, bool warpgroups = true);
 // The MLP's forward in one kernel (mlp_forward_kernel, fused_products.cu): gu ([rows][2m], bf16) =

@@ -17,6 +17,12 @@
 
 #include "../mlp.cuh"
 
+// Built for sm_90a only (gpu/CMakeLists.txt): compiled for another target, the helpers below would
+// trap while the launchers, which find code for the device, said yes.
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "sm90a/mlp_wgmma.cu is for sm_90a only (CUDA_ARCHITECTURES 90a-real)"
+#endif
+
 namespace statetrack::gpu::cuda {
 
 namespace {
@@ -179,8 +185,9 @@ __global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_wgmma_kernel(MlpFo
 
         // Chunks two at a time (chunks is even): both first products start, then each chunk's SwiGLU
         // runs while the other's product does (c's beside c + 1's first product, c + 1's beside c's
-        // second). No product is in flight into an accumulator across the loop's back edge but y's:
-        // ptxas would make them all synchronous.
+        // second). Across the loop's back edge only the second products are in flight (into y, from
+        // hq): with a first product's accumulators in flight there, ptxas made every product
+        // synchronous (C7514).
         const auto first_product = [&](float (&a)[8][4], unsigned c) {
             wgmma_fence();
 #pragma unroll
