@@ -135,6 +135,14 @@ bool device_runs_bf16_mma() {
     STATETRACK_CUDA(cudaGetDeviceProperties(&props, device));
     return props.major >= 8;
 }
+// Hopper (compute capability 9.0): where the MLP's warpgroup kernels (sm_90a) must run.
+bool device_is_hopper() {
+    int device = 0;
+    cudaDeviceProp props{};
+    STATETRACK_CUDA(cudaGetDevice(&device));
+    STATETRACK_CUDA(cudaGetDeviceProperties(&props, device));
+    return props.major == 9 && props.minor == 0;
+}
 
 // Many tiles a block (40,001 rows: 2,501 tiles of 16 over at most two blocks an SM, so every block
 // takes both of its buffers through several prefetches, and the last tile is one row), a width whose
@@ -143,11 +151,7 @@ bool device_runs_bf16_mma() {
 // given). The output is poisoned (NaN) first, so a tile the kernel skips fails too.
 TEST(CudaKernels, MlpDownBackwardMatchesFp64OverManyTiles) {
     SKIP_WITHOUT_GPU();
-    int device = 0, major = 0, minor = 0;
-    STATETRACK_CUDA(cudaGetDevice(&device));
-    STATETRACK_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    STATETRACK_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    const bool hopper = major == 9 && minor == 0;
+    const bool hopper = device_is_hopper();
     for (const MlpCase c : {MlpCase{1000, 48, 72}, MlpCase{40001, 128, 256}, MlpCase{7, 16, 8}, MlpCase{777, 144, 136},
                             MlpCase{333, 96, 264}, MlpCase{3000, 128, 256}, MlpCase{555, 64, 128},
                             MlpCase{2001, 128, 768}, MlpCase{301, 64, 512}}) {
@@ -253,11 +257,7 @@ TEST(CudaKernels, MlpDownForwardMatchesFp64OverManyTiles) {
 // at inference) the same y to the bit, and gu and h untouched.
 TEST(CudaKernels, MlpForwardMatchesFp64OverManyTiles) {
     SKIP_WITHOUT_GPU();
-    int device = 0, major = 0, minor = 0;
-    STATETRACK_CUDA(cudaGetDevice(&device));
-    STATETRACK_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    STATETRACK_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    if (major == 9 && minor == 0) {
+    if (device_is_hopper()) {
         EXPECT_TRUE(mlp_forward_has_warpgroups(128, 256)) << "sm_90a's kernel not built";
     }
     for (const MlpCase c : {MlpCase{1000, 64, 128}, MlpCase{7, 64, 64}, MlpCase{777, 64, 192}, MlpCase{129, 64, 64},
