@@ -813,12 +813,16 @@ TEST(CudaBackend, Bf16FusedProductsMatchCublasOnManyRows) {
         const auto layout = parameter_layout(c);
         const std::vector<float> w = random_float_params(layout, 931);
         const Batch batch = random_batch(B, T, c.vocab, c.classes, 932);
-        DeviceRun runs[2];
-        for (int fused = 0; fused < 2; ++fused) {
+        DeviceRun runs[3];  // cuBLAS, fused, fused with the forward's gate and up read back
+        for (int run = 0; run < 3; ++run) {
             CudaOptions options{MatmulPrecision::bf16, false, true};
-            options.packed = false, options.fused_products = fused == 1;
-            runs[fused] = run_on_device(c, options, w, batch);
+            options.packed = false, options.fused_products = run >= 1, options.recompute_gate_up = run == 1;
+            runs[run] = run_on_device(c, options, w, batch);
         }
+        // the backward's gate and up rebuilt from xn2 (mlp_down_backward_from_xn, at d 128 on Hopper) are
+        // the forward's bits: the same step to the bit as with the forward's written and read back
+        EXPECT_EQ(runs[1].logits, runs[2].logits);
+        EXPECT_EQ(bitwise_differences(runs[1].gradients, runs[2].gradients), 0u);
         const double logit_diff = relative_error(runs[1].logits, runs[0].logits, 0, runs[0].logits.size());
         EXPECT_LT(logit_diff, 1e-3);
         EXPECT_LT(std::abs(runs[1].loss - runs[0].loss) / std::abs(runs[0].loss), 1e-3);

@@ -326,6 +326,64 @@ TEST(CudaKernels, MlpForwardMatchesFp64OverManyTiles) {
     }
 }
 
+// The MLP's backward with gate and up rebuilt from xn (mlp_down_backward_from_xn, Hopper only): its dgu
+// against mlp_down_reference at the gu that mlp_forward's warpgroup kernel writes for the same xn
+// (which the kernel must rebuild to the bit), and, where m is a multiple of 128, the very bits of
+// mlp_down_backward's warpgroup kernel reading that gu. Over many tiles of 64 rows (the last one part
+// empty) and both d it takes; outputs poisoned first, with guard rows after them. Elsewhere it
+// declines.
+TEST(CudaKernels, MlpDownBackwardFromXnRebuildsTheForwardsGateUp) {
+    SKIP_WITHOUT_GPU();
+    if (!device_is_hopper()) {
+        EXPECT_FALSE(mlp_recomputes_gu(128, 256));
+        return;
+    }
+    EXPECT_TRUE(mlp_recomputes_gu(128, 256)) << "sm_90a's kernel not built";
+    EXPECT_FALSE(mlp_recomputes_gu(128, 512)) << "both weights past shared memory";
+    EXPECT_FALSE(mlp_recomputes_gu(128, 96)) << "a width not a multiple of 64";
+    EXPECT_FALSE(mlp_recomputes_gu(96, 256)) << "d 96";
+    for (const MlpCase c : {MlpCase{40001, 128, 256}, MlpCase{777, 64, 192}, MlpCase{7, 64, 64},
+                            MlpCase{3000, 128, 128}, MlpCase{1001, 64, 512}, MlpCase{129, 128, 64}}) {
+        SCOPED_TRACE("rows " + std::to_string(c.rows) + " d " + std::to_string(c.d) + " m " + std::to_string(c.m));
+        ASSERT_TRUE(mlp_recomputes_gu(c.d, c.m));
+        Rng rng = make_rng(c.rows + c.d + c.m, 14);
+        const auto xn = random_bf16(c.rows * c.d, 1.0, rng), w_gu = random_bf16(2 * c.m * c.d, 0.15, rng),
+                   w_down = random_bf16(c.d * c.m, 0.1, rng), dy = random_bf16(c.rows * c.d, 1.0, rng);
+        DeviceArray<bf16> dxn(xn.size()), dwgu(w_gu.size()), dwdown(w_down.size()), ddy(dy.size());
+        DeviceArray<bf16> dgu_fwd(c.rows * 2 * c.m), dh(c.rows * c.m), dgu((c.rows + guard_rows) * 2 * c.m),
+            dgu_read(c.rows * 2 * c.m);
+        DeviceArray<float> dr(c.rows * c.d), dyf(c.rows * c.d);
+        upload(dxn, xn), upload(dwgu, w_gu), upload(dwdown, w_down), upload(ddy, dy);
+        STATETRACK_CUDA(cudaMemset(dr.data, 0, dr.size * sizeof(float)));
+        ASSERT_TRUE(mlp_forward(dxn.data, dwgu.data, dwdown.data, dr.data, dgu_fwd.data, dh.data, dyf.data, c.rows, c.d,
+                                c.m, 0, nullptr));
+        poison(dgu);
+        ASSERT_TRUE(mlp_down_backward_from_xn(ddy.data, dxn.data, dwgu.data, dwdown.data, dgu.data, c.rows, c.d, c.m,
+                                              nullptr));
+        STATETRACK_CUDA(cudaDeviceSynchronize());
+        const auto gu = download(dgu_fwd);
+        auto got = download(dgu);
+        std::vector<double> want, bound;
+        mlp_down_reference(c, dy, w_down, gu, want, bound);
+        EXPECT_EQ(touched_past(got, want.size()), 0u) << "written past the last row";
+        got.resize(want.size());
+        Worst errors;
+        for (std::size_t i = 0; i < want.size(); ++i) errors.note(std::abs(value(got[i]) - want[i]) / bound[i], i);
+        const std::size_t first = errors.first_bad;
+        EXPECT_EQ(errors.bad, 0u) << "first at row " << first / (2 * c.m) << " column " << first % (2 * c.m) << ", got "
+                                  << value(got[first]) << " want " << want[first];
+        if (c.m % 128 == 0) {  // mlp_down_backward's warpgroup kernel on the forward's gu: the same bits
+            ASSERT_TRUE(mlp_down_backward(ddy.data, dwdown.data, dgu_fwd.data, dgu_read.data, c.rows, c.d, c.m, nullptr));
+            STATETRACK_CUDA(cudaDeviceSynchronize());
+            const auto read = download(dgu_read);
+            EXPECT_EQ(std::memcmp(read.data(), got.data(), read.size() * sizeof(bf16)), 0)
+                << "not the bits of the backward that reads the forward's gu";
+        }
+        std::printf("mlp_down_backward_from_xn rows %zu d %zu m %zu: worst error %.3f of its bound\n", c.rows, c.d, c.m,
+                    errors.worst);
+    }
+}
+
 // The product with the RMSNorm after it (the mixer's output product and the MLP's norm), over shapes
 // like the forward kernel's (k, the product's depth, a multiple of 16): y against r + x w^T in fp64
 // (fp32_sums_bound of the sum of |terms|), rinv against the norm of the kernel's own y in fp64 (2^-20

@@ -60,6 +60,10 @@ struct Plan {
     // rf, logits or dlogits then.
     bool head_fused;
     bool mlp16;  // --matmul bf16: xn2, gu, hm and their gradients hold bf16 (in their float slots)
+    // A training step's MLP backward rebuilds gate and up from xn2 (mlp_down_backward_from_xn, Hopper,
+    // CudaOptions::recompute_gate_up): the forward writes no gu and the plan holds none (134 MB a layer
+    // at T = 256 on half a batch).
+    bool recompute_gate_up;
     // --matmul bf16 with a delta rule (deltanet, deltaproduct:N): its projections take bf16 operands
     // as the MLP's do, xn1 and on hold bf16 (in their float slots), the projections' gradient [dq | dk |
     // dv | dz] is in dpre16, rows ldp apart (the columns past proj zero: its input gradient's product
@@ -136,8 +140,9 @@ std::size_t backward_partials(const Plan& p, const ModelConfig& c) {
 
 // rows: where the words are packed the rows that hold them (packed_rows), 0 for B T.
 // delta_chunks: the delta rule runs in chunks (cuda_runs_chunked), its backward writing dpre16 itself.
+// recompute: the session lets the MLP's backward rebuild gate and up (CudaOptions, fused products).
 Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training, bool mlp16, bool delta_chunks,
-               std::size_t rows = 0) {
+               bool recompute, std::size_t rows = 0) {
     Plan p{};
     p.mlp16 = mlp16;
     p.proj16 = mlp16 && (c.mixer == Mixer::deltanet || c.mixer == Mixer::deltaproduct);
@@ -151,6 +156,8 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
     p.ldp = c.mixer == Mixer::lstm ? p.proj : projection_rows(c);
     p.training = training;
     p.head_fused = training && head_step_fits(p.d, p.C);
+    p.recompute_gate_up =
+        recompute && training && mlp16 && p.N >= fused_products_rows() && mlp_recomputes_gu(p.d, p.m);
     auto take = [&](std::size_t count) {
         const std::size_t at = p.total;
         p.total += (count + 63) / 64 * 64;  // 256-byte alignment of every array
@@ -172,7 +179,8 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
             }
             a.o = take(N * d), a.ro = take(N * p.H), a.on = take(N * d);
         }
-        a.x_mid = take(N * d), a.xn2 = take(N * d), a.r2 = take(N), a.gu = take(N * 2 * p.m), a.hm = take(N * p.m);
+        a.x_mid = take(N * d), a.xn2 = take(N * d), a.r2 = take(N), a.hm = take(N * p.m);
+        if (!p.recompute_gate_up) a.gu = take(N * 2 * p.m);
         p.layers.push_back(a);
         p.x.push_back(take(N * d));
     }
@@ -532,9 +540,12 @@ void forward_pass(const CudaSession& session, CudaSessionState& part, const Plan
             if (!normed2) rmsnorm_forward(ws + a.x_mid, W + sl.norm2, nullptr, ws + a.r2, N, d, d, st, xn2);
             // The whole MLP in one kernel where the shape and the rows allow (gu and h written for the
             // backward only); else the gate/up product, then SwiGLU inside the down projection
-            const bool fused = session.options.fused_products;
-            if (!fused || !mlp_forward(xn2, W16 + sl.wgate, W16 + sl.wdown, ws + a.x_mid, p.training ? gu : nullptr,
-                                       p.training ? hm : nullptr, ws + p.x[l + 1], N, d, p.m, fused_products_rows(), st)) {
+            const bool fused = session.options.fused_products, recompute = p.recompute_gate_up;
+            // (gu only where the backward reads it, h for wdown's weight gradient)
+            if (!fused || !mlp_forward(xn2, W16 + sl.wgate, W16 + sl.wdown, ws + a.x_mid,
+                                       p.training && !recompute ? gu : nullptr, p.training ? hm : nullptr,
+                                       ws + p.x[l + 1], N, d, p.m, fused_products_rows(), st)) {
+                if (recompute) throw std::logic_error("forward_pass: mlp_forward declined a shape it takes");
                 blas.forward(xn2, d, W16 + sl.wgate, gu, 2 * p.m, N, d, 2 * p.m);
                 if (!fused || !mlp_down_forward(gu, W16 + sl.wdown, ws + a.x_mid, p.training ? hm : nullptr,
                                                 ws + p.x[l + 1], N, p.m, d, fused_products_rows(), st)) {
@@ -670,9 +681,14 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
         if (p.mlp16) {
             bf16 *dhm = as16(ws + p.s1), *dgu = as16(ws + p.s2);
             wdown_done = side.weight_grad(as16(ws + a.hm), p.m, layer_in.dx16, d, G + sl.wdown, N, p.m, d);
-            // dh stays inside one kernel where the shape allows; else cuBLAS writes it for swiglu_backward
-            if (!session.options.fused_products ||
-                !mlp_down_backward(layer_in.dx16, W16 + sl.wdown, as16(ws + a.gu), dgu, N, d, p.m, st)) {
+            // dh stays inside one kernel where the shape allows (with gate and up rebuilt from xn2 where the
+            // forward did not write them); else cuBLAS writes it for swiglu_backward
+            if (p.recompute_gate_up) {
+                if (!mlp_down_backward_from_xn(layer_in.dx16, as16(ws + a.xn2), W16 + sl.wgate, W16 + sl.wdown, dgu, N,
+                                               d, p.m, st))
+                    throw std::logic_error("backward_pass: mlp_down_backward_from_xn declined a shape it takes");
+            } else if (!session.options.fused_products ||
+                       !mlp_down_backward(layer_in.dx16, W16 + sl.wdown, as16(ws + a.gu), dgu, N, d, p.m, st)) {
                 blas.input_grad(layer_in.dx16, d, W16 + sl.wdown, dhm, p.m, N, p.m, d, false);
                 swiglu_backward(as16(ws + a.gu), dhm, dgu, N, p.m, st);
             }
@@ -887,9 +903,13 @@ bool splits_in_halves(const CudaSession& session, const Plan& p) {
     const std::size_t from = session.options.halves_from_rows;
     return p.training && !p.packed && p.B % 2 == 0 && from != 0 && p.N >= from;
 }
+// Whether the session lets a step's MLP backward rebuild gate and up (Plan::recompute_gate_up).
+bool recompute_gate_up(const CudaSession& session) {
+    return session.options.fused_products && session.options.recompute_gate_up;
+}
 // The plan of each half of plan p's batch.
 Plan half_plan(const CudaSession& session, const Plan& p) {
-    return make_plan(session.config, p.B / 2, p.T, true, p.mlp16, cuda_runs_chunked(session));
+    return make_plan(session.config, p.B / 2, p.T, true, p.mlp16, cuda_runs_chunked(session), recompute_gate_up(session));
 }
 // The inputs of the batch's first half (words 0 .. B / 2 - 1) or second (the rest), for the plan h of a
 // half: word b at rows b T .., as the batch is not packed. The step's values are the whole batch's
@@ -1171,7 +1191,7 @@ CudaSessionState& second_half(const CudaSession& session) {
 // The plan of a batch call on `batch` (training: a training step's, whose words may be packed).
 Plan batch_plan(const CudaSession& session, const Batch& batch, bool training) {
     return make_plan(session.config, batch.batch, batch.length, training, session.state->params16 != nullptr,
-                     cuda_runs_chunked(session), training ? packed_rows(session, batch) : 0);
+                     cuda_runs_chunked(session), recompute_gate_up(session), training ? packed_rows(session, batch) : 0);
 }
 
 // The start of every batch call: checks, the session's GPU, the workspace for this shape, the batch

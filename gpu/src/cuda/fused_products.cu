@@ -619,6 +619,12 @@ bool mlp_down_backward(const bf16* dy, const bf16* w_down, const bf16* gu, bf16*
                              dy, w_down, gu, dgu);
 }
 
+bool mlp_down_backward_from_xn(const bf16* dy, const bf16* xn, const bf16* w_gu, const bf16* w_down, bf16* dgu,
+                               std::size_t rows, std::size_t d, std::size_t m, cudaStream_t stream) {
+    return fits(rows, d, m, {dy, xn, w_gu, w_down, dgu}) &&
+           mlp_down_backward_from_xn_wgmma(dy, xn, w_gu, w_down, dgu, unsigned(rows), unsigned(d), unsigned(m), stream);
+}
+
 bool mlp_forward(const bf16* xn, const bf16* w_gu, const bf16* w_down, const float* r, bf16* gu, bf16* h, float* y,
                  std::size_t rows, std::size_t d, std::size_t m, std::size_t min_rows, cudaStream_t stream,
                  bool warpgroups) {

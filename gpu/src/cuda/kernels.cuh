@@ -149,6 +149,17 @@ bool mlp_forward(const bf16* xn, const bf16* w_gu, const bf16* w_down, const flo
                  bool warpgroups = true);
 // Whether mlp_forward takes the warpgroup kernel for this shape on the current device.
 bool mlp_forward_has_warpgroups(std::size_t d, std::size_t m);
+// mlp_down_backward with gu recomputed from xn, so that the forward need not write it
+// (sm90a/mlp_wgmma.cu): gate and up are rebuilt as mlp_forward's warpgroup kernel computes them, the
+// same bits, then dgu as mlp_down_backward's warpgroup kernel computes it (the same bits again, for m
+// a multiple of 128). Hopper only, for the shapes mlp_recomputes_gu accepts (d 64 or 128, m a multiple
+// of 64, both weights within one block's shared memory: m up to 256 at d 128), 16-byte aligned
+// arrays. False (nothing launched) elsewhere. dgu must not overlap dy or xn.
+bool mlp_down_backward_from_xn(const bf16* dy, const bf16* xn, const bf16* w_gu, const bf16* w_down, bf16* dgu,
+                               std::size_t rows, std::size_t d, std::size_t m, cudaStream_t stream);
+// Whether mlp_down_backward_from_xn runs for this shape on the current device (and mlp_forward's
+// warpgroup kernel, whose gu it rebuilds, does too).
+bool mlp_recomputes_gu(std::size_t d, std::size_t m);
 // The MLP's down projection from [gate | up] in one kernel (residual_forward_kernel,
 // fused_products.cu): y ([rows][d], fp32) = r + h w_down^T with h = SwiGLU(gu) ([rows][m], bf16,
 // computed as swiglu_forward does and also written to h unless h is null), w_down [d][m] bf16, fp32

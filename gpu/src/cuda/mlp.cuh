@@ -47,6 +47,12 @@ bool mlp_forward_wgmma(const MlpForwardArgs& s, unsigned d, cudaStream_t stream)
 // dgu from dy [rows][d], w_down [d][m] and gu [rows][2m] (mlp_down_backward)
 bool mlp_down_backward_wgmma(const bf16* dy, const bf16* w_down, const bf16* gu, bf16* dgu, unsigned rows, unsigned d,
                              unsigned m, cudaStream_t stream);
+// the same with gu rebuilt from xn [rows][d] and w_gu [2m][d] (mlp_down_backward_from_xn)
+bool mlp_down_backward_from_xn_wgmma(const bf16* dy, const bf16* xn, const bf16* w_gu, const bf16* w_down, bf16* dgu,
+                                     unsigned rows, unsigned d, unsigned m, cudaStream_t stream);
+
+// A bf16 pair's two values.
+__device__ inline float2 pair_value(std::uint32_t w) { return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w)); }
 
 // SwiGLU's backward on two units of a row: the gate's and the up's gradients, d u silu'(a) and d
 // silu(a), from dh = d, gate a and up u (as swiglu_backward_kernel, with sigmoid_fast).
@@ -55,6 +61,32 @@ __device__ inline void swiglu_backward_pair(__nv_bfloat162& dgate, __nv_bfloat16
     dgate = __floats2bfloat162_rn(d.x * u.x * (s0 * (1.0f + a.x * (1.0f - s0))),
                                   d.y * u.y * (s1 * (1.0f + a.y * (1.0f - s1))));
     dup = __floats2bfloat162_rn(d.x * (a.x * s0), d.y * (a.y * s1));
+}
+
+// SwiGLU's backward on chunk `chunk` of a warp's rows row_g and row_g + 8 (hi), into dgu ([rows][2m])
+// in 16-byte pieces: dh from the product's tiles 4 half + nt (units 8 q + 2 nt and + 1 of the chunk,
+// mlp_unit's order), gate and up as bf16 pairs [hi][nt] of the same units.
+__device__ inline void store_gate_up_gradient(bf16* dgu, unsigned rows, unsigned m, unsigned row_g, unsigned q,
+                                              const float (&dh)[8][4], unsigned half, const std::uint32_t (&ga)[2][4],
+                                              const std::uint32_t (&ua)[2][4], unsigned chunk) {
+#pragma unroll
+    for (unsigned hi = 0; hi < 2; ++hi) {
+        const unsigned row = row_g + 8 * hi;
+        if (row >= rows) continue;
+        std::uint32_t out[2][4];  // [gate or up][nt]
+#pragma unroll
+        for (unsigned nt = 0; nt < 4; ++nt) {
+            __nv_bfloat162 dg, du;
+            const float* t = dh[4 * half + nt];
+            swiglu_backward_pair(dg, du, make_float2(t[2 * hi], t[2 * hi + 1]),
+                                 pair_value(ga[hi][nt]), pair_value(ua[hi][nt]));
+            out[0][nt] = *reinterpret_cast<const std::uint32_t*>(&dg);
+            out[1][nt] = *reinterpret_cast<const std::uint32_t*>(&du);
+        }
+        bf16* dst = dgu + std::size_t(row) * 2 * m + mlp_chunk * chunk + 8 * q;
+        *reinterpret_cast<uint4*>(dst) = make_uint4(out[0][0], out[0][1], out[0][2], out[0][3]);
+        *reinterpret_cast<uint4*>(dst + m) = make_uint4(out[1][0], out[1][1], out[1][2], out[1][3]);
+    }
 }
 
 // The hidden unit (within its chunk) at chunk position L.
@@ -123,20 +155,31 @@ __device__ inline void store_output(const float (&y)[ND][4], const MlpForwardArg
 // SwiGLU on chunk c's accumulators (tiles 0-3 the gate's 32 positions, 4-7 the up's): gu in bf16 and
 // h = silu(gate) up from those values (sigmoid_fast), out to gu and h where asked, and h as the
 // second product's A fragments, hq[k2] = h's tiles 2 k2 and 2 k2 + 1.
-__device__ inline void swiglu_chunk(std::uint32_t (&hq)[2][4], const float (&acc)[8][4], const MlpForwardArgs& s,
-                                    unsigned c, unsigned row_g, unsigned q) {
-    std::uint32_t ga[2][4], ua[2][4];  // [hi][nt]: row g + 8 hi, units 8 q + 2 nt, + 1
+// A chunk's gate/up accumulators (tiles 0-3 the gate's 32 positions, 4-7 the up's) as gu's bf16
+// pairs, [hi][nt]: row g + 8 hi, units 8 q + 2 nt and + 1.
+__device__ inline void round_gate_up(std::uint32_t (&ga)[2][4], std::uint32_t (&ua)[2][4], const float (&acc)[8][4]) {
 #pragma unroll
     for (int hi = 0; hi < 2; ++hi)
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
             const __nv_bfloat162 av = __floats2bfloat162_rn(acc[nt][2 * hi], acc[nt][2 * hi + 1]);
             const __nv_bfloat162 uv = __floats2bfloat162_rn(acc[4 + nt][2 * hi], acc[4 + nt][2 * hi + 1]);
-            const float2 a2 = __bfloat1622float2(av), u2 = __bfloat1622float2(uv);
-            const __nv_bfloat162 hv =
-                __floats2bfloat162_rn(a2.x * sigmoid_fast(a2.x) * u2.x, a2.y * sigmoid_fast(a2.y) * u2.y);
             ga[hi][nt] = *reinterpret_cast<const std::uint32_t*>(&av);
             ua[hi][nt] = *reinterpret_cast<const std::uint32_t*>(&uv);
+        }
+}
+
+__device__ inline void swiglu_chunk(std::uint32_t (&hq)[2][4], const float (&acc)[8][4], const MlpForwardArgs& s,
+                                    unsigned c, unsigned row_g, unsigned q) {
+    std::uint32_t ga[2][4], ua[2][4];
+    round_gate_up(ga, ua, acc);
+#pragma unroll
+    for (int hi = 0; hi < 2; ++hi)
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+            const float2 a2 = pair_value(ga[hi][nt]), u2 = pair_value(ua[hi][nt]);
+            const __nv_bfloat162 hv =
+                __floats2bfloat162_rn(a2.x * sigmoid_fast(a2.x) * u2.x, a2.y * sigmoid_fast(a2.y) * u2.y);
             hq[nt / 2][hi + 2 * (nt % 2)] = *reinterpret_cast<const std::uint32_t*>(&hv);
         }
     const unsigned unit = mlp_chunk * c + 8 * q;

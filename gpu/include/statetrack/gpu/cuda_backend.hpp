@@ -55,6 +55,11 @@ struct CudaOptions {
     // --matmul bf16: products of our own with SwiGLU or an RMSNorm inside (fused_products.cu) where the
     // shape and the rows allow; false: cuBLAS, the SwiGLU and the norm kernels apart (tests, comparisons)
     bool fused_products = true;
+    // with the fused products on Hopper (d_model 64 or 128, MLP width up to 256 at 128): the MLP's
+    // backward rebuilds gate and up from the MLP norm's output (the same bits the forward would have
+    // written), so the forward writes neither; false: the forward writes them and the backward reads
+    // them (tests, comparisons)
+    bool recompute_gate_up = true;
     // Training steps on at least this many rows, with an even number of words and not packed, run as
     // two halves of the batch on two streams at once (each half its own workspace and gradients,
     // added before the gradient norm): the halves' latency-bound recurrence kernels and bandwidth-bound

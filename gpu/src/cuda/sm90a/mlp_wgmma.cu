@@ -132,33 +132,101 @@ __device__ inline void wgmma_64xN(float (&d)[N / 8][4], const std::uint32_t (&a)
     else wgmma_64x128(d, a, b, accumulate);
 }
 
+// [Wg; Wu] as the gate/up product's B operands at `shared` (once a block, by cp.async, committed):
+// chunk c's 64 rows (its gate's positions in mlp_unit's order, then its up's) as one operand of d / 64
+// column blocks, 128 d bytes a chunk.
+template <unsigned d>
+__device__ inline void copy_gate_up_operands(unsigned char* shared, const bf16* w_gu, unsigned m) {
+    constexpr unsigned pieces = d / 8;
+    for (unsigned i = threadIdx.x; i < 2 * m * pieces; i += blockDim.x) {
+        const unsigned row = i / pieces, j = i % pieces, c = row / 64, rr = row % 64, part = rr / 32;
+        unsigned char* dst = shared + std::size_t(c) * 128 * d + (j / 8) * 8192 + rr * 128 + 16 * swizzled(rr, j % 8);
+        copy16(dst, w_gu + std::size_t(part * m + mlp_chunk * c + mlp_unit(rr % 32)) * d + 8 * j, true);
+    }
+    commit_copies();
+}
+// Wdown^T as the backward product's B operands at `shared` (once a block): operand G's row rr is unit
+// 32 (2 G + rr / 32) + mlp_unit(rr % 32), its piece j the column's entries 8 j .. 8 j + 7 (8 of
+// Wdown's rows), 128 d bytes an operand.
+template <unsigned d>
+__device__ inline void copy_down_transposed(unsigned char* shared, const bf16* w_down, unsigned m) {
+    constexpr unsigned pieces = d / 8;
+    for (unsigned i = threadIdx.x; i < m * pieces; i += blockDim.x) {
+        const unsigned row = i / pieces, j = i % pieces, G = row / 64, rr = row % 64;
+        const unsigned unit = mlp_chunk * (2 * G + rr / 32) + mlp_unit(rr % 32);
+        std::uint32_t w[4];
+#pragma unroll
+        for (unsigned e = 0; e < 4; ++e) {
+            const bf16 lo = w_down[std::size_t(8 * j + 2 * e) * m + unit];
+            const bf16 hi = w_down[std::size_t(8 * j + 2 * e + 1) * m + unit];
+            const __nv_bfloat162 pair = __halves2bfloat162(lo, hi);
+            w[e] = *reinterpret_cast<const std::uint32_t*>(&pair);
+        }
+        unsigned char* dst = shared + std::size_t(G) * 128 * d + (j / 8) * 8192 + rr * 128 + 16 * swizzled(rr, j % 8);
+        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+}
+// Makes the block's shared-memory writes visible to the products, which read by the async proxy.
+__device__ inline void operands_ready() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+    __syncthreads();
+}
+// acc = xa B for the warpgroup's 64 rows, B one of the operands at `operands` (128 d bytes each,
+// operand `index`): the product over d = 16 S, committed as one group.
+template <unsigned S>
+__device__ inline void product_over_d(float (&acc)[8][4], const std::uint32_t (&xa)[S][4], std::uint32_t operands,
+                                      unsigned index) {
+    constexpr unsigned d = 16 * S;
+    wgmma_fence();
+#pragma unroll
+    for (unsigned st = 0; st < S; ++st)  // the first step overwrites acc
+        wgmma_64x64(acc, xa[st], swizzle128_descriptor(operands + index * 128 * d + (st / 4) * 8192 + (st % 4) * 32),
+                    st > 0);
+    wgmma_commit();
+}
+
+// A warp's place in its block (two warpgroups, one block an SM): the block's shared memory from its
+// 1024-aligned base (the launch asks for 1 KB more), the warp's own tile of 16 rows `tiles_at` bytes
+// and 4 KB a warp further, and its warpgroup's tiles of 64 rows (`first`, then every `stride`-th),
+// of which the warp takes rows 16 group_warp .. + 15.
+template <unsigned d>
+struct WarpPlace {
+    unsigned lane, g, q, group_warp, tiles, first, stride;
+    std::uint32_t base;
+    unsigned char* shared;
+    uint4* row_tile;
+    __device__ WarpPlace(unsigned char* raw_shared, std::size_t tiles_at, unsigned rows) {
+        const unsigned warp = threadIdx.x / 32, group = warp / 4;
+        lane = threadIdx.x % 32, g = lane / 4, q = lane % 4, group_warp = warp % 4;
+        tiles = (rows + wg_rows - 1) / wg_rows, first = blockIdx.x * (mlp_warps / 4) + group;
+        stride = gridDim.x * (mlp_warps / 4);
+        const std::uint32_t raw = shared_address(raw_shared);
+        base = (raw + 1023) & ~1023u, shared = raw_shared + (base - raw);
+        row_tile = reinterpret_cast<uint4*>(shared + tiles_at) + warp * mlp_rows * (d / 8);
+    }
+    // the warp's first row in tile t
+    __device__ unsigned first_row(unsigned t) const { return wg_rows * t + mlp_rows * group_warp; }
+    // starts the copies of the warp's rows of src in tile t into its row tile, if there is a tile t
+    __device__ void stage(const bf16* src, unsigned rows, unsigned t) const {
+        if (t < tiles) start_row_tile<d>(row_tile, src, rows, first_row(t), lane);
+    }
+};
+
 // S: the first product's 16-deep steps (d = 16 S: 64 or 128).
 template <unsigned S>
 __global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_wgmma_kernel(MlpForwardArgs s) {
     extern __shared__ __align__(16) unsigned char wgmma_shared[];
-    constexpr unsigned d = 16 * S, ND = 2 * S, pieces = d / 8;
+    constexpr unsigned d = 16 * S, ND = 2 * S;
     const WgmmaLayout at(d, s.m);
-    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
-    const unsigned chunks = s.m / mlp_chunk;
-    // the base rounded up to 1024 bytes (the launch asks for 1 KB more)
-    const std::uint32_t raw = shared_address(wgmma_shared), base = (raw + 1023) & ~1023u;
-    unsigned char* const shared = wgmma_shared + (base - raw);
-    uint4* const xn_tile = reinterpret_cast<uint4*>(shared + at.tiles) + warp * mlp_rows * pieces;
+    const WarpPlace<d> w(wgmma_shared, at.tiles, s.rows);
+    const unsigned g = w.g, q = w.q, chunks = s.m / mlp_chunk;
+    unsigned char* const shared = w.shared;
+    w.stage(s.xn, s.rows, w.first);
 
-    const unsigned group = warp / 4, group_warp = warp % 4, groups = gridDim.x * (mlp_warps / 4);
-    const unsigned tiles = (s.rows + wg_rows - 1) / wg_rows;
-    unsigned tile = blockIdx.x * (mlp_warps / 4) + group;
-    if (tile < tiles) start_row_tile<d>(xn_tile, s.xn, s.rows, wg_rows * tile + mlp_rows * group_warp, lane);
-
-    // The weights (once a block). [Wg; Wu]: chunk c's 64 rows (its gate's positions, then its up's) as
-    // one B operand of d / 64 column blocks, by cp.async.
-    for (unsigned i = threadIdx.x; i < 2 * s.m * pieces; i += mlp_threads) {
-        const unsigned row = i / pieces, j = i % pieces, c = row / 64, rr = row % 64, part = rr / 32;
-        unsigned char* dst = shared + std::size_t(c) * 128 * d + (j / 8) * 8192 + rr * 128 + 16 * swizzled(rr, j % 8);
-        copy16(dst, s.w_gu + std::size_t(part * s.m + mlp_chunk * c + mlp_unit(rr % 32)) * d + 8 * j, true);
-    }
-    commit_copies();
-    // Wdown [d][m] as m / 64 column blocks of d rows
+    // The weights (once a block): [Wg; Wu]'s chunks, then Wdown [d][m] as m / 64 column blocks of d rows
+    copy_gate_up_operands<d>(shared, s.w_gu, s.m);
     for (unsigned i = threadIdx.x; i < d * chunks; i += mlp_threads) {
         const unsigned n = i / chunks, c = i % chunks;
         copy_down_chunk(s, n, c, [&](unsigned nt) {
@@ -168,34 +236,22 @@ __global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_wgmma_kernel(MlpFo
         });
     }
     wait_copies<0>();
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the products read by the async proxy
-#endif
-    __syncthreads();
+    operands_ready();
 
-    const std::uint32_t gu_base = base, down_base = base + std::uint32_t(at.down);
-    for (; tile < tiles; tile += groups) {
-        const unsigned row_g = wg_rows * tile + mlp_rows * group_warp + g;
+    const std::uint32_t gu_base = w.base, down_base = w.base + std::uint32_t(at.down);
+    for (unsigned tile = w.first; tile < w.tiles; tile += w.stride) {
+        const unsigned row_g = w.first_row(tile) + g;
         float y[ND][4];
         load_residual(y, s, row_g, q);
         std::uint32_t xa[S][4];
-        load_row_fragments(xa, xn_tile, lane);
-        if (tile + groups < tiles)
-            start_row_tile<d>(xn_tile, s.xn, s.rows, wg_rows * (tile + groups) + mlp_rows * group_warp, lane);
+        load_row_fragments(xa, w.row_tile, w.lane);
+        w.stage(s.xn, s.rows, tile + w.stride);
 
         // Chunks two at a time (chunks is even): both first products start, then each chunk's SwiGLU
         // runs while the other's product does (c's beside c + 1's first product, c + 1's beside c's
         // second). Across the loop's back edge only the second products are in flight (into y, from
         // hq): with a first product's accumulators in flight there, ptxas made every product
         // synchronous (C7514).
-        const auto first_product = [&](float (&a)[8][4], unsigned c) {
-            wgmma_fence();
-#pragma unroll
-            for (unsigned st = 0; st < S; ++st)  // the first step overwrites a
-                wgmma_64x64(a, xa[st], swizzle128_descriptor(gu_base + c * 128 * d + (st / 4) * 8192 + (st % 4) * 32),
-                            st > 0);
-            wgmma_commit();
-        };
         const auto second_product = [&](float (&a)[8][4], std::uint32_t (&hq)[2][4], unsigned c) {
             settled(a);
             swiglu_chunk(hq, a, s, c, row_g, q);
@@ -209,8 +265,8 @@ __global__ void __launch_bounds__(mlp_threads, 1) mlp_forward_wgmma_kernel(MlpFo
         for (unsigned c = 0; c < chunks; c += 2) {
             float acc[2][8][4];
             std::uint32_t hq[2][2][4];
-            first_product(acc[0], c);
-            first_product(acc[1], c + 1);
+            product_over_d(acc[0], xa, gu_base, c);
+            product_over_d(acc[1], xa, gu_base, c + 1);
             wgmma_wait<1>();  // all but chunk c + 1's first product
             second_product(acc[0], hq[0], c);
             wgmma_wait<1>();  // all but chunk c's second product
@@ -241,53 +297,20 @@ __global__ void __launch_bounds__(mlp_threads, 1)
     mlp_down_backward_wgmma_kernel(const bf16* __restrict__ dy, const bf16* __restrict__ w_down,
                                    const bf16* __restrict__ gu, bf16* __restrict__ dgu, unsigned rows, unsigned m) {
     extern __shared__ __align__(16) unsigned char wgmma_shared[];
-    constexpr unsigned d = 16 * S, pieces = d / 8;
+    constexpr unsigned d = 16 * S;
     const BackwardLayout at(d, m);
-    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
-    const std::uint32_t raw = shared_address(wgmma_shared), base = (raw + 1023) & ~1023u;
-    unsigned char* const shared = wgmma_shared + (base - raw);
-    uint4* const dy_tile = reinterpret_cast<uint4*>(shared + at.tiles) + warp * mlp_rows * pieces;
+    const WarpPlace<d> w(wgmma_shared, at.tiles, rows);
+    const unsigned g = w.g, q = w.q;
+    w.stage(dy, rows, w.first);
 
-    const unsigned group = warp / 4, group_warp = warp % 4, groups = gridDim.x * (mlp_warps / 4);
-    const unsigned tiles = (rows + wg_rows - 1) / wg_rows;
-    unsigned tile = blockIdx.x * (mlp_warps / 4) + group;
-    if (tile < tiles) start_row_tile<d>(dy_tile, dy, rows, wg_rows * tile + mlp_rows * group_warp, lane);
+    copy_down_transposed<d>(w.shared, w_down, m);
+    operands_ready();
 
-    // Wdown^T: operand G's row rr is unit 32 (2 G + rr / 32) + mlp_unit(rr % 32), its piece j the
-    // column's entries 8 j .. 8 j + 7 (8 of Wdown's rows)
-    for (unsigned i = threadIdx.x; i < m * pieces; i += mlp_threads) {
-        const unsigned row = i / pieces, j = i % pieces, G = row / 64, rr = row % 64;
-        const unsigned unit = mlp_chunk * (2 * G + rr / 32) + mlp_unit(rr % 32);
-        std::uint32_t w[4];
-#pragma unroll
-        for (unsigned e = 0; e < 4; ++e) {
-            const bf16 lo = w_down[std::size_t(8 * j + 2 * e) * m + unit];
-            const bf16 hi = w_down[std::size_t(8 * j + 2 * e + 1) * m + unit];
-            const __nv_bfloat162 pair = __halves2bfloat162(lo, hi);
-            w[e] = *reinterpret_cast<const std::uint32_t*>(&pair);
-        }
-        unsigned char* dst = shared + std::size_t(G) * 128 * d + (j / 8) * 8192 + rr * 128 + 16 * swizzled(rr, j % 8);
-        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
-    }
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-    __syncthreads();
-
-    for (; tile < tiles; tile += groups) {
-        const unsigned row_g = wg_rows * tile + mlp_rows * group_warp + g;
+    for (unsigned tile = w.first; tile < w.tiles; tile += w.stride) {
+        const unsigned row_g = w.first_row(tile) + g;
         std::uint32_t ya[S][4];
-        load_row_fragments(ya, dy_tile, lane);
-        if (tile + groups < tiles)
-            start_row_tile<d>(dy_tile, dy, rows, wg_rows * (tile + groups) + mlp_rows * group_warp, lane);
-        const auto product = [&](float (&a)[8][4], unsigned G) {
-            wgmma_fence();
-#pragma unroll
-            for (unsigned st = 0; st < S; ++st)
-                wgmma_64x64(a, ya[st], swizzle128_descriptor(base + G * 128 * d + (st / 4) * 8192 + (st % 4) * 32),
-                            st > 0);
-            wgmma_commit();
-        };
+        load_row_fragments(ya, w.row_tile, w.lane);
+        w.stage(dy, rows, tile + w.stride);
         // gu's pieces for units group G: [hi][half][gate or up], row g + 8 hi, chunk 2 G + half
         const auto load_gu = [&](uint4 (&v)[2][2][2], unsigned G) {
 #pragma unroll
@@ -303,43 +326,101 @@ __global__ void __launch_bounds__(mlp_threads, 1)
                                        : make_uint4(0, 0, 0, 0);
                     }
         };
+        // SwiGLU's backward on group G's two chunks, gate and up from gu's pieces
         const auto backward = [&](float (&a)[8][4], const uint4 (&v)[2][2][2], unsigned G) {
             settled(a);
 #pragma unroll
-            for (int hi = 0; hi < 2; ++hi) {
-                const unsigned row = row_g + 8 * hi;
-                if (row >= rows) continue;
+            for (unsigned half = 0; half < 2; ++half) {
+                std::uint32_t ga[2][4], ua[2][4];
 #pragma unroll
-                for (int half = 0; half < 2; ++half) {
-                    std::uint32_t out[2][4];  // [gate or up][nt]
+                for (unsigned hi = 0; hi < 2; ++hi)
 #pragma unroll
-                    for (unsigned nt = 0; nt < 4; ++nt) {
-                        const std::uint32_t ag = word(v[hi][half][0], nt), au = word(v[hi][half][1], nt);
-                        __nv_bfloat162 dg, du;
-                        const float2 dh = make_float2(a[4 * half + nt][2 * hi], a[4 * half + nt][2 * hi + 1]);
-                        swiglu_backward_pair(dg, du, dh,
-                                             __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&ag)),
-                                             __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&au)));
-                        out[0][nt] = *reinterpret_cast<const std::uint32_t*>(&dg);
-                        out[1][nt] = *reinterpret_cast<const std::uint32_t*>(&du);
-                    }
-                    bf16* dst = dgu + std::size_t(row) * 2 * m + mlp_chunk * (2 * G + half) + 8 * q;
-                    *reinterpret_cast<uint4*>(dst) = make_uint4(out[0][0], out[0][1], out[0][2], out[0][3]);
-                    *reinterpret_cast<uint4*>(dst + m) = make_uint4(out[1][0], out[1][1], out[1][2], out[1][3]);
-                }
+                    for (unsigned nt = 0; nt < 4; ++nt)
+                        ga[hi][nt] = word(v[hi][half][0], nt), ua[hi][nt] = word(v[hi][half][1], nt);
+                store_gate_up_gradient(dgu, rows, m, row_g, q, a, half, ga, ua, 2 * G + half);
             }
         };
         for (unsigned G = 0; G < m / 64; G += 2) {
             float acc[2][8][4];
             uint4 v[2][2][2][2];
-            product(acc[0], G);
-            product(acc[1], G + 1);
+            product_over_d(acc[0], ya, w.base, G);
+            product_over_d(acc[1], ya, w.base, G + 1);
             load_gu(v[0], G);
             load_gu(v[1], G + 1);
             wgmma_wait<1>();
             backward(acc[0], v[0], G);
             wgmma_wait<0>();
             backward(acc[1], v[1], G + 1);
+        }
+    }
+    wait_copies<0>();  // no copy outlives the block
+}
+
+// ---- The same backward with gu recomputed from xn (mlp_down_backward_from_xn) ----
+// gate and up are rebuilt by the forward's own gate/up product (its operands in the same layout, the
+// same steps in the same order: the same bits as the gu the forward would have written), so that the
+// forward writes no gu and this kernel reads none: 134 MB less each way a launch at T = 256 (half a
+// batch, d 128, m 256), for xn's 34 MB read and the product's arithmetic. Shared memory holds both
+// weights as the forward's does ([Wg; Wu] as its operands, Wdown^T as the backward's) and the warps'
+// xn tiles; dy's fragments come straight from global memory (there is no room for a second tile).
+// Each group G of 64 units takes three products (dh, then chunk 2 G's gate/up, then 2 G + 1's):
+// the first chunk's SwiGLU backward runs while the last product does.
+template <unsigned S>
+__device__ inline void load_global_fragments(std::uint32_t (&a)[S][4], const bf16* __restrict__ src, unsigned rows,
+                                             unsigned row_g, unsigned q) {
+    // lane 4 g + q's words in step st: (row g, k 16 st + 2 q), (g + 8, same), (g, + 8), (g + 8, + 8)
+#pragma unroll
+    for (unsigned hi = 0; hi < 2; ++hi) {
+        const unsigned row = row_g + 8 * hi;
+        const bool valid = row < rows;
+        const std::uint32_t* p = reinterpret_cast<const std::uint32_t*>(src + std::size_t(valid ? row : 0) * 16 * S) + q;
+#pragma unroll
+        for (unsigned st = 0; st < S; ++st) {
+            a[st][hi] = valid ? p[8 * st] : 0u;
+            a[st][2 + hi] = valid ? p[8 * st + 4] : 0u;
+        }
+    }
+}
+
+template <unsigned S>
+__global__ void __launch_bounds__(mlp_threads, 1)
+    mlp_down_backward_from_xn_kernel(const bf16* __restrict__ dy, const bf16* __restrict__ xn,
+                                     const bf16* __restrict__ w_gu, const bf16* __restrict__ w_down,
+                                     bf16* __restrict__ dgu, unsigned rows, unsigned m) {
+    extern __shared__ __align__(16) unsigned char wgmma_shared[];
+    constexpr unsigned d = 16 * S;
+    const WgmmaLayout at(d, m);
+    const WarpPlace<d> w(wgmma_shared, at.tiles, rows);
+    const unsigned g = w.g, q = w.q;
+    w.stage(xn, rows, w.first);
+
+    copy_gate_up_operands<d>(w.shared, w_gu, m);
+    copy_down_transposed<d>(w.shared + at.down, w_down, m);
+    wait_copies<0>();
+    operands_ready();
+
+    const std::uint32_t gu_base = w.base, down_base = w.base + std::uint32_t(at.down);
+    for (unsigned tile = w.first; tile < w.tiles; tile += w.stride) {
+        const unsigned row_g = w.first_row(tile) + g;
+        std::uint32_t ya[S][4], xa[S][4];
+        load_global_fragments(ya, dy, rows, row_g, q);
+        load_row_fragments(xa, w.row_tile, w.lane);
+        w.stage(xn, rows, tile + w.stride);
+        for (unsigned G = 0; G < m / 64; ++G) {
+            float dh[8][4], acc[2][8][4];
+            product_over_d(dh, ya, down_base, G);
+            product_over_d(acc[0], xa, gu_base, 2 * G);
+            product_over_d(acc[1], xa, gu_base, 2 * G + 1);
+            wgmma_wait<1>();  // all but chunk 2 G + 1's gate/up product
+            settled(dh);
+#pragma unroll
+            for (unsigned half = 0; half < 2; ++half) {
+                if (half == 1) wgmma_wait<0>();
+                settled(acc[half]);
+                std::uint32_t ga[2][4], ua[2][4];
+                round_gate_up(ga, ua, acc[half]);
+                store_gate_up_gradient(dgu, rows, m, row_g, q, dh, half, ga, ua, 2 * G + half);
+            }
         }
     }
     wait_copies<0>();  // no copy outlives the block
@@ -390,6 +471,31 @@ bool mlp_down_backward_wgmma(const bf16* dy, const bf16* w_down, const bf16* gu,
     const unsigned blocks = launch_blocks(rows, per_sm);
     kernel<<<blocks, mlp_threads, bytes, stream>>>(dy, w_down, gu, dgu, rows, m);
     check(cudaGetLastError(), "mlp_down_backward_wgmma");
+    return true;
+}
+
+namespace {
+auto from_xn_kernel(unsigned d) {
+    return d == 64 ? mlp_down_backward_from_xn_kernel<4> : mlp_down_backward_from_xn_kernel<8>;
+}
+int from_xn_blocks_per_sm(unsigned d, unsigned m) {
+    if ((d != 64 && d != 128) || m == 0 || m % 64) return 0;
+    return persistent_blocks_per_sm(reinterpret_cast<const void*>(from_xn_kernel(d)), mlp_threads, wgmma_bytes(d, m),
+                                    "mlp_down_backward_from_xn");
+}
+}  // namespace
+
+bool mlp_recomputes_gu(std::size_t d, std::size_t m) {
+    return mlp_forward_has_warpgroups(d, m) && from_xn_blocks_per_sm(unsigned(d), unsigned(m)) > 0;
+}
+
+bool mlp_down_backward_from_xn_wgmma(const bf16* dy, const bf16* xn, const bf16* w_gu, const bf16* w_down, bf16* dgu,
+                                     unsigned rows, unsigned d, unsigned m, cudaStream_t stream) {
+    const int per_sm = from_xn_blocks_per_sm(d, m);
+    if (per_sm < 1) return false;
+    const unsigned blocks = launch_blocks(rows, per_sm);
+    from_xn_kernel(d)<<<blocks, mlp_threads, wgmma_bytes(d, m), stream>>>(dy, xn, w_gu, w_down, dgu, rows, m);
+    check(cudaGetLastError(), "mlp_down_backward_from_xn");
     return true;
 }
 
