@@ -594,6 +594,72 @@ TEST(CudaKernels, NormBackwardProductMatchesFp64OverManyTiles) {
 // gradient as in the test above; a second run gives the same bits. Vocabularies of 1, 2 (parity's),
 // 5 and 8 (the larger tables: 8 a lane, the instance that spills at d 128), the letters random, at
 // d 32, 64 and 128, blocks through one tile and through three or more; 9 letters are refused.
+// The MLP's backward through its norm in one kernel (mlp_backward_through_norm, Hopper, d 128): dgu
+// to the bit as mlp_down_backward_from_xn writes it; dx against the fp64 norm backward of dgu w_gu
+// (norm_reference from the kernel's own dgu, with its bf16 rounding, 2^-8 relative, more) added to
+// before; the gain's gradient against fp64 (fp32 sums over the rows in any order). Outputs poisoned
+// first, with guard rows after them. Elsewhere, and at d 64, it declines.
+TEST(CudaKernels, MlpBackwardThroughNormMatchesFp64) {
+    SKIP_WITHOUT_GPU();
+    for (const MlpCase mc : {MlpCase{40001, 128, 256}, MlpCase{3000, 128, 128}, MlpCase{129, 128, 64},
+                             MlpCase{777, 128, 192}, MlpCase{1000, 64, 128}}) {
+        SCOPED_TRACE("rows " + std::to_string(mc.rows) + " d " + std::to_string(mc.d) + " m " + std::to_string(mc.m));
+        const std::size_t rows = mc.rows, d = mc.d, m = mc.m;
+        const NormCase c{rows, 2 * m, 2 * m, d, true, false};
+        NormInputs in = norm_inputs(c);  // x, rinv, the gain and before (dy and w are replaced below)
+        std::vector<bf16> before(rows * d);
+        for (std::size_t i = 0; i < before.size(); ++i)
+            before[i] = __float2bfloat16(in.dx_before[i]), in.dx_before[i] = float(value(before[i]));
+        Rng rng = make_rng(rows + m, 16);
+        const auto xn = random_bf16(rows * d, 1.0, rng), w_gu = random_bf16(2 * m * d, 0.15, rng),
+                   w_down = random_bf16(d * m, 0.1, rng), dy = random_bf16(rows * d, 1.0, rng);
+        DeviceArray<bf16> ddy(dy.size()), dxn(xn.size()), dwgu(w_gu.size()), dwdown(w_down.size()),
+            dbefore(before.size()), ddgu((rows + guard_rows) * 2 * m), dgu_alone(rows * 2 * m),
+            ddx((rows + guard_rows) * d);
+        DeviceArray<float> dx_arr(in.x.size()), drinv(in.rinv.size()), dgain(in.gain.size()), dg(d),
+            scratch(rmsnorm_backward_partials(rows, d));
+        upload(ddy, dy), upload(dxn, xn), upload(dwgu, w_gu), upload(dwdown, w_down), upload(dbefore, before);
+        upload(dx_arr, in.x), upload(drinv, in.rinv), upload(dgain, in.gain);
+        poison(ddgu), poison(ddx);
+        STATETRACK_CUDA(cudaMemset(dg.data, 0, d * sizeof(float)));
+        std::vector<PartialSum> sums;
+        const bool ran = mlp_backward_through_norm(ddy.data, dxn.data, dwgu.data, dwdown.data, ddgu.data,
+                                                   {dx_arr.data, dgain.data, drinv.data, dbefore.data, ddx.data, dg.data},
+                                                   rows, d, m, Partials{scratch.data, &sums}, nullptr);
+        if (!device_is_hopper() || d != 128) {
+            EXPECT_FALSE(ran) << "the kernel is Hopper's, for d 128";
+            continue;
+        }
+        ASSERT_TRUE(ran);
+        add_partial_sums(sums, nullptr);
+        ASSERT_TRUE(mlp_down_backward_from_xn(ddy.data, dxn.data, dwgu.data, dwdown.data, dgu_alone.data, rows, d, m,
+                                              nullptr));
+        STATETRACK_CUDA(cudaDeviceSynchronize());
+        auto dgu = download(ddgu);
+        const auto dx = download(ddx), alone = download(dgu_alone);
+        const auto g = download(dg);
+        EXPECT_EQ(touched_past(dgu, rows * 2 * m) + touched_past(dx, rows * d), 0u) << "written past the last row";
+        dgu.resize(rows * 2 * m);
+        EXPECT_EQ(std::memcmp(dgu.data(), alone.data(), dgu.size() * sizeof(bf16)), 0)
+            << "not the bits of mlp_down_backward_from_xn";
+        in.dy = dgu, in.w = w_gu;
+        const NormReference ref = norm_reference(c, in);
+        Worst dx_errors, g_errors;
+        for (std::size_t i = 0; i < rows * d; ++i)
+            dx_errors.note(std::abs(value(dx[i]) - ref.dx[i]) / (ref.bound[i] + 0x1p-8 * std::abs(ref.dx[i])), i);
+        for (std::size_t o = 0; o < d; ++o)
+            g_errors.note(std::abs(g[o] - ref.g[o]) / (ref.g_carried[o] + fp32_sums_bound(rows) * ref.g_magnitude[o] + 1e-30),
+                          o);
+        const std::size_t first = dx_errors.first_bad;
+        EXPECT_EQ(dx_errors.bad, 0u) << "first at row " << first / d << " column " << first % d << ", got "
+                                     << value(dx[first]) << " want " << ref.dx[first];
+        EXPECT_EQ(g_errors.bad, 0u) << "gain column " << g_errors.first_bad << ": got " << g[g_errors.first_bad]
+                                    << " want " << ref.g[g_errors.first_bad];
+        std::printf("mlp_backward_through_norm rows %zu m %zu: worst error dx %.3f, gain %.3f of its bound\n", rows, m,
+                    dx_errors.worst, g_errors.worst);
+    }
+}
+
 TEST(CudaKernels, NormBackwardProductSumsDxByLetters) {
     SKIP_WITHOUT_GPU();
     const std::size_t repeated = 3 * 2 * sm_count() * 128 + 77;

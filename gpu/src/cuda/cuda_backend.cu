@@ -683,7 +683,16 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
             wdown_done = side.weight_grad(as16(ws + a.hm), p.m, layer_in.dx16, d, G + sl.wdown, N, p.m, d);
             // dh stays inside one kernel where the shape allows (with gate and up rebuilt from xn2 where the
             // forward did not write them); else cuBLAS writes it for swiglu_backward
-            if (p.recompute_gate_up) {
+            // The MLP norm's backward too where dx is bf16 (mlp_backward_through_norm: dgu is not read back),
+            // into the mixer's dx: the down projection's weight gradient may still read the layer's
+            if (p.recompute_gate_up && p.grad16 && fused_norms && session.options.mlp_backward_through_norm)
+                normed2 = mlp_backward_through_norm(
+                    layer_in.dx16, as16(ws + a.xn2), W16 + sl.wgate, W16 + sl.wdown, dgu,
+                    {ws + a.x_mid, W + sl.norm2, ws + a.r2, layer_in.dx16, mixer_in.dx16, G + sl.norm2}, N, d, p.m,
+                    norm2_partials, st);
+            if (normed2) {
+                // dgu is written and the MLP norm's backward done
+            } else if (p.recompute_gate_up) {
                 if (!mlp_down_backward_from_xn(layer_in.dx16, as16(ws + a.xn2), W16 + sl.wgate, W16 + sl.wdown, dgu, N,
                                                d, p.m, st))
                     throw std::logic_error("backward_pass: mlp_down_backward_from_xn declined a shape it takes");
@@ -695,7 +704,7 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
             wgate_done = side.weight_grad(as16(ws + a.xn2), d, dgu, 2 * p.m, G + sl.wgate, N, d, 2 * p.m);
             // the gate/up input gradient with the MLP norm's backward after it, where the shape allows
             // (into the mixer's dx: the down projection's weight gradient may still read the layer's)
-            if (fused_norms)
+            if (fused_norms && !normed2)
                 normed2 = norm_backward_product(dgu, 2 * p.m, W16 + sl.wgate, ws + a.x_mid, W + sl.norm2, ws + a.r2,
                                                 mixer_in.dx, p.proj16 ? mixer_in.copy : nullptr, G + sl.norm2, N,
                                                 2 * p.m, d, true, fused_products_rows(), norm2_partials, st, {},

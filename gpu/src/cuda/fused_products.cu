@@ -625,6 +625,22 @@ bool mlp_down_backward_from_xn(const bf16* dy, const bf16* xn, const bf16* w_gu,
            mlp_down_backward_from_xn_wgmma(dy, xn, w_gu, w_down, dgu, unsigned(rows), unsigned(d), unsigned(m), stream);
 }
 
+bool mlp_backward_through_norm(const bf16* dy, const bf16* xn, const bf16* w_gu, const bf16* w_down, bf16* dgu,
+                               const MlpNormBackward& norm, std::size_t rows, std::size_t d, std::size_t m,
+                               const Partials& partials, cudaStream_t stream) {
+    if (!fits(rows, d, m, {dy, xn, w_gu, w_down, dgu, norm.x, norm.before, norm.dx, partials.scratch}) || !norm.gain ||
+        !norm.rinv || !norm.dg || !partials.sums)
+        return false;
+    const NormBackwardRows nb{norm.x, norm.gain, norm.rinv, norm.before, norm.dx, partials.scratch};
+    // a row of partial sums a block, within what rmsnorm_backward's region holds
+    const unsigned blocks = mlp_backward_through_norm_wgmma(dy, xn, w_gu, w_down, dgu, nb, unsigned(rows), unsigned(d),
+                                                            unsigned(m), unsigned(rmsnorm_backward_partials(rows, d) / d),
+                                                            stream);
+    if (blocks == 0) return false;
+    partials.sums->push_back({partials.scratch, blocks, d, norm.dg});
+    return true;
+}
+
 bool mlp_forward(const bf16* xn, const bf16* w_gu, const bf16* w_down, const float* r, bf16* gu, bf16* h, float* y,
                  std::size_t rows, std::size_t d, std::size_t m, std::size_t min_rows, cudaStream_t stream,
                  bool warpgroups) {

@@ -157,6 +157,24 @@ bool mlp_forward_has_warpgroups(std::size_t d, std::size_t m);
 // arrays. False (nothing launched) elsewhere. dgu must not overlap dy or xn.
 bool mlp_down_backward_from_xn(const bf16* dy, const bf16* xn, const bf16* w_gu, const bf16* w_down, bf16* dgu,
                                std::size_t rows, std::size_t d, std::size_t m, cudaStream_t stream);
+// The MLP's whole backward from dy to its norm's input in one kernel (sm90a/mlp_wgmma.cu, Hopper, d
+// 128): dgu as mlp_down_backward_from_xn writes it (the same bits), and the MLP norm's backward of dxn
+// = dgu w_gu added to `before`, as norm_backward_product(dgu, 2m, w_gu, x, gain, rinv, dx, nullptr, dg,
+// rows, 2m, d, true, ..., before) computes it in another order of its sums: dx = before + r g dxn - x
+// r^3 sum(g dxn x) / d in bf16, the gain's gradient into dg through `partials` (rmsnorm_backward's
+// region holds them). dgu's read back and dxn's never exist. False (nothing launched) where it does not
+// run: then those two kernels do. dx must not overlap before.
+struct MlpNormBackward {
+    const float* x;     // the norm's input [rows][d]
+    const float* gain;  // [d]
+    const float* rinv;  // [rows]
+    const bf16* before; // [rows][d]
+    bf16* dx;           // [rows][d]
+    float* dg;          // [d]: the gain's gradient, added to
+};
+bool mlp_backward_through_norm(const bf16* dy, const bf16* xn, const bf16* w_gu, const bf16* w_down, bf16* dgu,
+                               const MlpNormBackward& norm, std::size_t rows, std::size_t d, std::size_t m,
+                               const Partials& partials, cudaStream_t stream);
 // Whether mlp_down_backward_from_xn runs for this shape on the current device (and mlp_forward's
 // warpgroup kernel, whose gu it rebuilds, does too).
 bool mlp_recomputes_gu(std::size_t d, std::size_t m);

@@ -47,6 +47,22 @@ bool mlp_forward_wgmma(const MlpForwardArgs& s, unsigned d, cudaStream_t stream)
 // dgu from dy [rows][d], w_down [d][m] and gu [rows][2m] (mlp_down_backward)
 bool mlp_down_backward_wgmma(const bf16* dy, const bf16* w_down, const bf16* gu, bf16* dgu, unsigned rows, unsigned d,
                              unsigned m, cudaStream_t stream);
+// The MLP norm's backward after the MLP's (mlp_backward_through_norm): x [rows][d] the norm's input,
+// its gain [d] and rinv [rows], dx [rows][d] = before + the norm's backward, partials [blocks][d] the
+// gain's gradient summed over each block's rows.
+struct NormBackwardRows {
+    const float* x;
+    const float* gain;
+    const float* rinv;
+    const bf16* before;
+    bf16* dx;
+    float* partials;
+};
+// mlp_down_backward_from_xn with that after it (d 128): the blocks launched (at most most_blocks),
+// 0 where it cannot run
+unsigned mlp_backward_through_norm_wgmma(const bf16* dy, const bf16* xn, const bf16* w_gu, const bf16* w_down,
+                                         bf16* dgu, const NormBackwardRows& nb, unsigned rows, unsigned d, unsigned m,
+                                         unsigned most_blocks, cudaStream_t stream);
 // the same with gu rebuilt from xn [rows][d] and w_gu [2m][d] (mlp_down_backward_from_xn)
 bool mlp_down_backward_from_xn_wgmma(const bf16* dy, const bf16* xn, const bf16* w_gu, const bf16* w_down, bf16* dgu,
                                      unsigned rows, unsigned d, unsigned m, cudaStream_t stream);
@@ -63,30 +79,37 @@ __device__ inline void swiglu_backward_pair(__nv_bfloat162& dgate, __nv_bfloat16
     dup = __floats2bfloat162_rn(d.x * (a.x * s0), d.y * (a.y * s1));
 }
 
-// SwiGLU's backward on chunk `chunk` of a warp's rows row_g and row_g + 8 (hi), into dgu ([rows][2m])
-// in 16-byte pieces: dh from the product's tiles 4 half + nt (units 8 q + 2 nt and + 1 of the chunk,
-// mlp_unit's order), gate and up as bf16 pairs [hi][nt] of the same units.
+// SwiGLU's backward on a chunk of a warp's rows g and g + 8 (hi): dgu's bf16 pairs out[hi][gate or
+// up][nt] (units 8 q + 2 nt and + 1 of the chunk, mlp_unit's order) from dh's accumulator tiles nt
+// and gate's and up's pairs [hi][nt] of the same units.
+__device__ inline void gate_up_gradient(std::uint32_t (&out)[2][2][4], const float (&dh)[4][4],
+                                        const std::uint32_t (&ga)[2][4], const std::uint32_t (&ua)[2][4]) {
+#pragma unroll
+    for (unsigned hi = 0; hi < 2; ++hi)
+#pragma unroll
+        for (unsigned nt = 0; nt < 4; ++nt) {
+            __nv_bfloat162 dg, du;
+            swiglu_backward_pair(dg, du, make_float2(dh[nt][2 * hi], dh[nt][2 * hi + 1]), pair_value(ga[hi][nt]),
+                                 pair_value(ua[hi][nt]));
+            out[hi][0][nt] = *reinterpret_cast<const std::uint32_t*>(&dg);
+            out[hi][1][nt] = *reinterpret_cast<const std::uint32_t*>(&du);
+        }
+}
+// Those pairs of chunk `chunk` out to dgu ([rows][2m]) in 16-byte pieces, rows row_g and row_g + 8.
 __device__ inline void store_gate_up_gradient(bf16* dgu, unsigned rows, unsigned m, unsigned row_g, unsigned q,
-                                              const float (&dh)[8][4], unsigned half, const std::uint32_t (&ga)[2][4],
-                                              const std::uint32_t (&ua)[2][4], unsigned chunk) {
+                                              const std::uint32_t (&out)[2][2][4], unsigned chunk) {
 #pragma unroll
     for (unsigned hi = 0; hi < 2; ++hi) {
         const unsigned row = row_g + 8 * hi;
         if (row >= rows) continue;
-        std::uint32_t out[2][4];  // [gate or up][nt]
-#pragma unroll
-        for (unsigned nt = 0; nt < 4; ++nt) {
-            __nv_bfloat162 dg, du;
-            const float* t = dh[4 * half + nt];
-            swiglu_backward_pair(dg, du, make_float2(t[2 * hi], t[2 * hi + 1]),
-                                 pair_value(ga[hi][nt]), pair_value(ua[hi][nt]));
-            out[0][nt] = *reinterpret_cast<const std::uint32_t*>(&dg);
-            out[1][nt] = *reinterpret_cast<const std::uint32_t*>(&du);
-        }
         bf16* dst = dgu + std::size_t(row) * 2 * m + mlp_chunk * chunk + 8 * q;
-        *reinterpret_cast<uint4*>(dst) = make_uint4(out[0][0], out[0][1], out[0][2], out[0][3]);
-        *reinterpret_cast<uint4*>(dst + m) = make_uint4(out[1][0], out[1][1], out[1][2], out[1][3]);
+        *reinterpret_cast<uint4*>(dst) = make_uint4(out[hi][0][0], out[hi][0][1], out[hi][0][2], out[hi][0][3]);
+        *reinterpret_cast<uint4*>(dst + m) = make_uint4(out[hi][1][0], out[hi][1][1], out[hi][1][2], out[hi][1][3]);
     }
+}
+// Accumulator tiles 4 half .. 4 half + 3 of a 64-column product: one chunk's.
+__device__ inline const float (&chunk_tiles(const float (&acc)[8][4], unsigned half))[4][4] {
+    return *reinterpret_cast<const float(*)[4][4]>(&acc[4 * half]);
 }
 
 // The hidden unit (within its chunk) at chunk position L.

@@ -60,6 +60,10 @@ struct CudaOptions {
     // written), so the forward writes neither; false: the forward writes them and the backward reads
     // them (tests, comparisons)
     bool recompute_gate_up = true;
+    // with recompute_gate_up and a bf16 dx (the delta rules, d_model 128): the MLP's backward and its
+    // norm's in one kernel, so that dgu is not read back (mlp_backward_through_norm); false: the two
+    // kernels apart (tests, comparisons)
+    bool mlp_backward_through_norm = true;
     // Training steps on at least this many rows, with an even number of words and not packed, run as
     // two halves of the batch on two streams at once (each half its own workspace and gradients,
     // added before the gradient norm): the halves' latency-bound recurrence kernels and bandwidth-bound

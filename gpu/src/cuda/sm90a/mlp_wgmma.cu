@@ -92,8 +92,9 @@ __device__ inline void wgmma_64x64(float (&d)[8][4], const std::uint32_t (&a)[4]
 }
 
 // d (+)= a B for the warpgroup's 64 rows: a this thread's A fragment (registers, as mma.sync's),
-// B [128][16] K-major in shared memory at `b` (a 128-byte-swizzle descriptor); d = a B where
-// `accumulate` is 0.
+// B [128][16] K-major in shared memory at `b` (a 128-byte-swizzle descriptor), or with TransB B^T
+// [16][128] (MN-major); d = a B where `accumulate` is 0.
+template <int TransB = 0>
 __device__ inline void wgmma_64x128(float (&d)[16][4], const std::uint32_t (&a)[4], std::uint64_t b, int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile(
@@ -103,7 +104,7 @@ __device__ inline void wgmma_64x128(float (&d)[16][4], const std::uint32_t (&a)[
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+        "{%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
         : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
           "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
           "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
@@ -120,6 +121,24 @@ __device__ inline void wgmma_64x128(float (&d)[16][4], const std::uint32_t (&a)[
           "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
           "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
           "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate), "n"(TransB));
+#else
+    __trap();
+#endif
+}
+
+// d (+)= a B for the warpgroup's 64 rows, B [32][16] K-major (as wgmma_64x64).
+__device__ inline void wgmma_64x32(float (&d)[4][4], const std::uint32_t (&a)[4], std::uint64_t b, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+        "{%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+          "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
 #else
     __trap();
@@ -337,7 +356,9 @@ __global__ void __launch_bounds__(mlp_threads, 1)
 #pragma unroll
                     for (unsigned nt = 0; nt < 4; ++nt)
                         ga[hi][nt] = word(v[hi][half][0], nt), ua[hi][nt] = word(v[hi][half][1], nt);
-                store_gate_up_gradient(dgu, rows, m, row_g, q, a, half, ga, ua, 2 * G + half);
+                std::uint32_t out[2][2][4];
+                gate_up_gradient(out, chunk_tiles(a, half), ga, ua);
+                store_gate_up_gradient(dgu, rows, m, row_g, q, out, 2 * G + half);
             }
         };
         for (unsigned G = 0; G < m / 64; G += 2) {
@@ -419,11 +440,172 @@ __global__ void __launch_bounds__(mlp_threads, 1)
                 settled(acc[half]);
                 std::uint32_t ga[2][4], ua[2][4];
                 round_gate_up(ga, ua, acc[half]);
-                store_gate_up_gradient(dgu, rows, m, row_g, q, dh, half, ga, ua, 2 * G + half);
+                std::uint32_t out[2][2][4];
+                gate_up_gradient(out, chunk_tiles(dh, half), ga, ua);
+                store_gate_up_gradient(dgu, rows, m, row_g, q, out, 2 * G + half);
             }
         }
     }
     wait_copies<0>();  // no copy outlives the block
+}
+
+// ---- The MLP's backward through its norm (mlp_backward_through_norm): the kernel above, then dxn =
+// dgu [Wg; Wu] in registers and the MLP norm's backward on it ----
+// dgu's pairs are also the A fragments of a product over a chunk's 64 gate/up positions into dxn
+// [64 rows][d]. Its B operand is the chunk's [Wg; Wu] rows as they lie for the gate/up product, read
+// N-major (each 128-byte row holds 64 of d's columns at one position), so the weight is not copied
+// twice. Chunks go one at a time (dh by m64n32, gate/up by m64n64, then dxn += dgu_c [Wg; Wu]_c), so
+// that the registers hold dxn (64), xn's and dy's fragments (32 each) and one chunk's products. After a
+// tile's last chunk, each row's norm backward as norm_backward_product computes it (its sums in
+// another order): dx = before + r g dxn - x r^3 sum(g dxn x) / d, and the gain's gradient dxn x r summed
+// over the warp's rows, each lane keeping 4 of the columns (a reduce-scatter over the 8 lanes of a
+// column set), then over the block's warps in order into the block's partial sums. dgu is written
+// once, for the weight gradient, and not read back; dxn never goes to memory.
+
+// The MN-major descriptor of [Wg; Wu]'s chunk rows as the dxn product's B [16 positions][d]: 8-row
+// groups (k) 1024 bytes apart (SBO), d's 64-column blocks 8192 (LBO).
+__device__ inline std::uint64_t swizzle128_n_major_descriptor(std::uint32_t address) {
+    return std::uint64_t((address & 0x3FFFF) >> 4) | std::uint64_t(8192 >> 4) << 16 | std::uint64_t(1024 >> 4) << 32 |
+           std::uint64_t(1) << 62;
+}
+
+// The MLP norm's backward on a warp's rows row_g and row_g + 8 of a tile, dxn in the accumulator
+// layout (lane q's columns 8 nt + 2 q and + 1), into nb.dx; the lane's 4 columns of the gain's
+// gradient (columns 8 (2 g + j / 2) + 2 q + j % 2) added to dgain.
+template <unsigned ND>
+__device__ inline void norm_backward_rows(const NormBackwardRows& nb, const float (&dxn)[ND][4], unsigned row_g,
+                                          unsigned rows, unsigned g, unsigned q, float (&dgain)[4]) {
+    constexpr unsigned d = 8 * ND;
+    float part[2 * ND] = {};  // dxn x r of the lane's columns (2 nt + e), over its two rows
+#pragma unroll
+    for (unsigned hi = 0; hi < 2; ++hi) {
+        const unsigned row = row_g + 8 * hi;
+        const bool in = row < rows;
+        const std::size_t at = std::size_t(in ? row : 0) * d + 2 * q;
+        // the loads first (read-only for the kernel: __ldg, which the compiler need not order after
+        // the stores below)
+        float2 xv[ND], bv[ND], gv[ND];
+#pragma unroll
+        for (unsigned nt = 0; nt < ND; ++nt) {
+            xv[nt] = __ldg(reinterpret_cast<const float2*>(nb.x + at + 8 * nt));
+            bv[nt] = pair_value(__ldg(reinterpret_cast<const unsigned*>(nb.before + at + 8 * nt)));
+            gv[nt] = make_float2(__ldg(nb.gain + 8 * nt + 2 * q), __ldg(nb.gain + 8 * nt + 2 * q + 1));
+        }
+        const float r = __ldg(nb.rinv + (in ? row : 0));
+        float dot = 0;
+#pragma unroll
+        for (unsigned nt = 0; nt < ND; ++nt)
+            dot += gv[nt].x * dxn[nt][2 * hi] * xv[nt].x + gv[nt].y * dxn[nt][2 * hi + 1] * xv[nt].y;
+        dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+        dot += __shfl_xor_sync(0xffffffffu, dot, 2);
+        const float scale = r * r * r * dot / float(d);
+#pragma unroll
+        for (unsigned nt = 0; nt < ND; ++nt) {
+            const float dv0 = dxn[nt][2 * hi], dv1 = dxn[nt][2 * hi + 1];
+            const float out0 = r * gv[nt].x * dv0 - xv[nt].x * scale + bv[nt].x;
+            const float out1 = r * gv[nt].y * dv1 - xv[nt].y * scale + bv[nt].y;
+            part[2 * nt] += dv0 * xv[nt].x * r, part[2 * nt + 1] += dv1 * xv[nt].y * r;
+            if (in) *reinterpret_cast<__nv_bfloat162*>(nb.dx + at + 8 * nt) = __floats2bfloat162_rn(out0, out1);
+        }
+    }
+    // the 8 lanes g of a column set: 32 sums -> 16 -> 8 -> 4 a lane (lane bits 4, 3, 2 are g's)
+    float half16[ND], half8[ND / 2];
+#pragma unroll
+    for (unsigned j = 0; j < ND; ++j) {
+        const bool upper = g & 4;
+        const float send = upper ? part[j] : part[ND + j], keep = upper ? part[ND + j] : part[j];
+        half16[j] = keep + __shfl_xor_sync(0xffffffffu, send, 16);
+    }
+#pragma unroll
+    for (unsigned j = 0; j < ND / 2; ++j) {
+        const bool upper = g & 2;
+        const float send = upper ? half16[j] : half16[ND / 2 + j], keep = upper ? half16[ND / 2 + j] : half16[j];
+        half8[j] = keep + __shfl_xor_sync(0xffffffffu, send, 8);
+    }
+#pragma unroll
+    for (unsigned j = 0; j < ND / 4; ++j) {
+        const bool upper = g & 1;
+        const float send = upper ? half8[j] : half8[ND / 4 + j], keep = upper ? half8[ND / 4 + j] : half8[j];
+        dgain[j] += keep + __shfl_xor_sync(0xffffffffu, send, 4);
+    }
+}
+
+template <unsigned S>
+__global__ void __launch_bounds__(mlp_threads, 1)
+    mlp_backward_through_norm_kernel(const bf16* __restrict__ dy, const bf16* __restrict__ xn,
+                                     const bf16* __restrict__ w_gu, const bf16* __restrict__ w_down,
+                                     bf16* __restrict__ dgu, unsigned rows, unsigned m, NormBackwardRows nb) {
+    extern __shared__ __align__(16) unsigned char wgmma_shared[];
+    constexpr unsigned d = 16 * S, ND = 2 * S;
+    static_assert(ND == 16, "the lanes' shares of the gain's gradient take d 128");
+    const WgmmaLayout at(d, m);
+    const WarpPlace<d> w(wgmma_shared, at.tiles, rows);
+    const unsigned g = w.g, q = w.q;
+    w.stage(xn, rows, w.first);
+
+    copy_gate_up_operands<d>(w.shared, w_gu, m);
+    copy_down_transposed<d>(w.shared + at.down, w_down, m);
+    wait_copies<0>();
+    operands_ready();
+
+    const std::uint32_t gu_base = w.base, down_base = w.base + std::uint32_t(at.down);
+    float dgain[4] = {};
+    for (unsigned tile = w.first; tile < w.tiles; tile += w.stride) {
+        const unsigned row_g = w.first_row(tile) + g;
+        std::uint32_t ya[S][4], xa[S][4];
+        load_global_fragments(ya, dy, rows, row_g, q);
+        load_row_fragments(xa, w.row_tile, w.lane);
+        w.stage(xn, rows, tile + w.stride);
+        float dxn[ND][4];
+        for (unsigned c = 0; c < m / mlp_chunk; ++c) {
+            // dh of chunk c: operand c / 2 of Wdown^T, its rows 32 (c % 2) on; gate and up of chunk c
+            float dh[4][4], acc[8][4];
+            wgmma_fence();
+#pragma unroll
+            for (unsigned st = 0; st < S; ++st)
+                wgmma_64x32(dh, ya[st],
+                            swizzle128_descriptor(down_base + (c / 2) * 128 * d + (c % 2) * 4096 + (st / 4) * 8192 +
+                                                  (st % 4) * 32),
+                            st > 0);
+            wgmma_commit();
+            product_over_d(acc, xa, gu_base, c);
+            wgmma_wait<0>();  // (chunk c - 1's dxn product too: its A fragments may be reused now)
+            settled(dh);
+            settled(acc);
+            std::uint32_t ga[2][4], ua[2][4], out[2][2][4];
+            round_gate_up(ga, ua, acc);
+            gate_up_gradient(out, dh, ga, ua);
+            store_gate_up_gradient(dgu, rows, m, row_g, q, out, c);
+            // dxn += dgu_c [Wg; Wu]_c: step s takes positions 16 s .. 16 s + 15 (the gate's for s < 2, the
+            // up's after), whose accumulator tiles 2 (s % 2) and + 1 are the step's A fragment
+            wgmma_fence();
+#pragma unroll
+            for (unsigned s = 0; s < 4; ++s) {
+                const unsigned part = s / 2, t = 2 * (s % 2);
+                const std::uint32_t a[4] = {out[0][part][t], out[1][part][t], out[0][part][t + 1], out[1][part][t + 1]};
+                wgmma_64x128<1>(dxn, a, swizzle128_n_major_descriptor(gu_base + c * 128 * d + s * 2048), c > 0 || s > 0);
+            }
+            wgmma_commit();
+        }
+        wgmma_wait<0>();
+        settled(dxn);
+        norm_backward_rows(nb, dxn, row_g, rows, g, q, dgain);
+    }
+    wait_copies<0>();  // no copy outlives the block
+    __syncthreads();   // every warp is done with the weights: their bytes take the warps' sums
+    float* sums = reinterpret_cast<float*>(w.shared);  // [mlp_warps][d]
+    const unsigned warp = threadIdx.x / 32;
+#pragma unroll
+    for (unsigned j = 0; j < 4; ++j) {
+        const unsigned i = 4 * g + j;
+        sums[warp * d + 8 * (i / 2) + 2 * q + i % 2] = dgain[j];
+    }
+    __syncthreads();
+    for (unsigned col = threadIdx.x; col < d; col += mlp_threads) {
+        float v = sums[col];
+        for (unsigned k = 1; k < mlp_warps; ++k) v += sums[k * d + col];
+        nb.partials[std::size_t(blockIdx.x) * d + col] = v;
+    }
 }
 
 }  // namespace
@@ -497,6 +679,21 @@ bool mlp_down_backward_from_xn_wgmma(const bf16* dy, const bf16* xn, const bf16*
     from_xn_kernel(d)<<<blocks, mlp_threads, wgmma_bytes(d, m), stream>>>(dy, xn, w_gu, w_down, dgu, rows, m);
     check(cudaGetLastError(), "mlp_down_backward_from_xn");
     return true;
+}
+
+unsigned mlp_backward_through_norm_wgmma(const bf16* dy, const bf16* xn, const bf16* w_gu, const bf16* w_down,
+                                         bf16* dgu, const NormBackwardRows& nb, unsigned rows, unsigned d, unsigned m,
+                                         unsigned most_blocks, cudaStream_t stream) {
+    if (d != 128 || m == 0 || m % 64) return 0;
+    const auto kernel = mlp_backward_through_norm_kernel<8>;
+    const int per_sm = persistent_blocks_per_sm(reinterpret_cast<const void*>(kernel), mlp_threads, wgmma_bytes(d, m),
+                                                "mlp_backward_through_norm");
+    if (per_sm < 1 || !mlp_forward_has_warpgroups(d, m)) return 0;
+    const unsigned blocks = std::min(launch_blocks(rows, per_sm), most_blocks);
+    if (blocks == 0) return 0;
+    kernel<<<blocks, mlp_threads, wgmma_bytes(d, m), stream>>>(dy, xn, w_gu, w_down, dgu, rows, m, nb);
+    check(cudaGetLastError(), "mlp_backward_through_norm");
+    return blocks;
 }
 
 }  // namespace statetrack::gpu::cuda
