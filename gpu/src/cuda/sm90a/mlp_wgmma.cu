@@ -377,6 +377,17 @@ __global__ void __launch_bounds__(mlp_threads, 1)
     wait_copies<0>();  // no copy outlives the block
 }
 
+// Both weights into the block's shared memory as the kernels that rebuild gu read them ([Wg; Wu] as
+// the gate/up product's operands, Wdown^T as dh's), then ready for the products.
+template <unsigned d>
+__device__ inline void load_both_weights(const WarpPlace<d>& w, const WgmmaLayout& at, const bf16* w_gu,
+                                         const bf16* w_down, unsigned m) {
+    copy_gate_up_operands<d>(w.shared, w_gu, m);
+    copy_down_transposed<d>(w.shared + at.down, w_down, m);
+    wait_copies<0>();
+    operands_ready();
+}
+
 // ---- The same backward with gu recomputed from xn (mlp_down_backward_from_xn) ----
 // gate and up are rebuilt by the forward's own gate/up product (its operands in the same layout, the
 // same steps in the same order: the same bits as the gu the forward would have written), so that the
@@ -414,11 +425,7 @@ __global__ void __launch_bounds__(mlp_threads, 1)
     const WarpPlace<d> w(wgmma_shared, at.tiles, rows);
     const unsigned g = w.g, q = w.q;
     w.stage(xn, rows, w.first);
-
-    copy_gate_up_operands<d>(w.shared, w_gu, m);
-    copy_down_transposed<d>(w.shared + at.down, w_down, m);
-    wait_copies<0>();
-    operands_ready();
+    load_both_weights(w, at, w_gu, w_down, m);
 
     const std::uint32_t gu_base = w.base, down_base = w.base + std::uint32_t(at.down);
     for (unsigned tile = w.first; tile < w.tiles; tile += w.stride) {
@@ -542,11 +549,7 @@ __global__ void __launch_bounds__(mlp_threads, 1)
     const WarpPlace<d> w(wgmma_shared, at.tiles, rows);
     const unsigned g = w.g, q = w.q;
     w.stage(xn, rows, w.first);
-
-    copy_gate_up_operands<d>(w.shared, w_gu, m);
-    copy_down_transposed<d>(w.shared + at.down, w_down, m);
-    wait_copies<0>();
-    operands_ready();
+    load_both_weights(w, at, w_gu, w_down, m);
 
     const std::uint32_t gu_base = w.base, down_base = w.base + std::uint32_t(at.down);
     float dgain[4] = {};
