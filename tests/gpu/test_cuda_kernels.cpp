@@ -660,6 +660,67 @@ TEST(CudaKernels, MlpBackwardThroughNormMatchesFp64) {
     }
 }
 
+// A bf16 dx added to a before of its own at d 128 with the delta rule's projection widths (K 385 to
+// 448): norm_backward_product's warpgroup kernel on Hopper (norm_backward_wgmma), and mma.sync's
+// without `warpgroups`, against fp64 (norm_reference, with the bf16 rounding of dx, 2^-8 relative,
+// more). dy holds NaN past K in each row (never read), outputs are poisoned first with guard rows.
+TEST(CudaKernels, NormBackwardProductOnWarpgroupsMatchesFp64) {
+    SKIP_WITHOUT_GPU();
+    for (const NormCase c : {NormCase{40001, 392, 400, 128, true, false}, NormCase{777, 392, 392, 128, true, false},
+                             NormCase{129, 448, 448, 128, true, false}, NormCase{3000, 400, 408, 128, true, false}}) {
+        SCOPED_TRACE("rows " + std::to_string(c.rows) + " K " + std::to_string(c.K));
+        NormInputs in = norm_inputs(c);
+        std::vector<bf16> before(c.rows * c.d);
+        for (std::size_t i = 0; i < before.size(); ++i)
+            before[i] = __float2bfloat16(in.dx_before[i]), in.dx_before[i] = float(value(before[i]));
+        DeviceArray<bf16> ddy(in.dy.size()), dw(in.w.size()), dbefore(before.size()), ddx((c.rows + guard_rows) * c.d);
+        DeviceArray<float> dx_arr(in.x.size()), drinv(in.rinv.size()), dgain(in.gain.size()), dg(c.d),
+            scratch(rmsnorm_backward_partials(c.rows, c.d));
+        upload(ddy, in.dy), upload(dw, in.w), upload(dx_arr, in.x), upload(drinv, in.rinv), upload(dgain, in.gain);
+        upload(dbefore, before);
+        const NormReference ref = norm_reference(c, in);
+        for (const bool warpgroups : {true, false}) {
+            SCOPED_TRACE(warpgroups ? "warpgroups where they run" : "mma.sync");
+            poison(ddx);
+            STATETRACK_CUDA(cudaMemset(dg.data, 0, c.d * sizeof(float)));
+            std::vector<PartialSum> sums;
+            const bool ran = norm_backward_product(ddy.data, c.ldy, dw.data, dx_arr.data, dgain.data, drinv.data, ddx.data,
+                                                   static_cast<bf16*>(nullptr), dg.data, c.rows, c.K, c.d, true, 0,
+                                                   Partials{scratch.data, &sums}, nullptr, {}, dbefore.data, warpgroups);
+            if (!device_runs_bf16_mma()) {
+                EXPECT_FALSE(ran) << "the kernels need sm_80's bf16 mma";
+                break;
+            }
+            if (!ran && !warpgroups && !two_norm_blocks_fit()) continue;  // mma.sync's needs two blocks an SM
+            ASSERT_TRUE(ran);
+            // on Hopper the warpgroup kernel took it: one block an SM, so at most as many partial sums
+            if (warpgroups && device_is_hopper()) {
+                ASSERT_EQ(sums.size(), 1u);
+                EXPECT_LE(sums[0].parts, std::size_t(sm_count()));
+            }
+            add_partial_sums(sums, nullptr);
+            STATETRACK_CUDA(cudaDeviceSynchronize());
+            const auto dx = download(ddx);
+            const auto g = download(dg);
+            EXPECT_EQ(touched_past(dx, c.rows * c.d), 0u) << "written past the last row";
+            Worst dx_errors, g_errors;
+            for (std::size_t i = 0; i < c.rows * c.d; ++i)
+                dx_errors.note(std::abs(value(dx[i]) - ref.dx[i]) / (ref.bound[i] + 0x1p-8 * std::abs(ref.dx[i])), i);
+            for (std::size_t o = 0; o < c.d; ++o)
+                g_errors.note(std::abs(g[o] - ref.g[o]) /
+                                  (ref.g_carried[o] + fp32_sums_bound(c.rows) * ref.g_magnitude[o] + 1e-30),
+                              o);
+            const std::size_t first = dx_errors.first_bad;
+            EXPECT_EQ(dx_errors.bad, 0u) << "first at row " << first / c.d << " column " << first % c.d << ", got "
+                                         << value(dx[first]) << " want " << ref.dx[first];
+            EXPECT_EQ(g_errors.bad, 0u) << "gain column " << g_errors.first_bad;
+            std::printf("norm_backward_product, bf16 dx (%s) rows %zu K %zu: worst error dx %.3f, gain %.3f of its bound\n",
+                        warpgroups ? "warpgroups where they run" : "mma.sync", c.rows, c.K, dx_errors.worst,
+                        g_errors.worst);
+        }
+    }
+}
+
 TEST(CudaKernels, NormBackwardProductSumsDxByLetters) {
     SKIP_WITHOUT_GPU();
     const std::size_t repeated = 3 * 2 * sm_count() * 128 + 77;

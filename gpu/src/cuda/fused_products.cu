@@ -699,7 +699,7 @@ template <class D>
 bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const float* x, const float* gain,
                            const float* rinv, D* dx, bf16* dx16, float* dg, std::size_t rows, std::size_t k,
                            std::size_t d, bool accumulate, std::size_t min_rows, const Partials& partials,
-                           cudaStream_t stream, const LetterSums& letters, const D* before) {
+                           cudaStream_t stream, const LetterSums& letters, const D* before, bool warpgroups) {
     if (rows == 0 || rows < min_rows || rows >= (1u << 31) || k == 0 || k % 8 || k > 65536 || ldy < k || ldy % 8 ||
         (d != 32 && d != 64 && d != 128) || !aligned16(partials.scratch) || (std::is_same_v<D, bf16> && dx16))
         return false;
@@ -707,6 +707,20 @@ bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const
                           static_cast<const void*>(gain), static_cast<const void*>(dx), static_cast<const void*>(dx16),
                           static_cast<const void*>(before)})
         if (!aligned16(p)) return false;
+    // a bf16 dx added to another array, no letters: the warpgroup kernel where it runs (Hopper, d 128,
+    // the delta rule's projections)
+    if constexpr (std::is_same_v<D, bf16>) {
+        if (warpgroups && accumulate && before && before != dx && !letters.tokens && partials.sums) {
+            const NormBackwardRows nb{x, gain, rinv, before, dx, partials.scratch};
+            const unsigned blocks = norm_backward_wgmma(dy, unsigned(ldy), unsigned(k), w, nb, unsigned(rows),
+                                                        unsigned(d), unsigned(rmsnorm_backward_partials(rows, d) / d),
+                                                        stream);
+            if (blocks) {
+                partials.sums->push_back({partials.scratch, blocks, d, dg});
+                return true;
+            }
+        }
+    }
     const std::size_t vocab = letters.tokens ? letters.vocab : 0;
     if (letters.tokens && (vocab == 0 || dx16 || !letters.table || !letters.partials.sums ||
                            !aligned16(letters.partials.scratch)))
@@ -736,9 +750,9 @@ bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const
 // The residual stream's gradient in its two types (kernels.cuh).
 template bool norm_backward_product(const bf16*, std::size_t, const bf16*, const float*, const float*, const float*,
                                     float*, bf16*, float*, std::size_t, std::size_t, std::size_t, bool, std::size_t,
-                                    const Partials&, cudaStream_t, const LetterSums&, const float*);
+                                    const Partials&, cudaStream_t, const LetterSums&, const float*, bool);
 template bool norm_backward_product(const bf16*, std::size_t, const bf16*, const float*, const float*, const float*,
                                     bf16*, bf16*, float*, std::size_t, std::size_t, std::size_t, bool, std::size_t,
-                                    const Partials&, cudaStream_t, const LetterSums&, const bf16*);
+                                    const Partials&, cudaStream_t, const LetterSums&, const bf16*, bool);
 
 }  // namespace statetrack::gpu::cuda

@@ -208,6 +208,9 @@ bool residual_norm_forward(const bf16* x, const bf16* w, const float* r, float* 
 // rmsnorm_backward_into_embedding): dx's new value is not written but summed per letter into
 // letters.table (+=, through letters.partials: rmsnorm_backward_embed_partials(rows, d, vocab)
 // floats); dx16 must be null, and vocab at most 8 (else false).
+// A bf16 dx added to a `before` of its own, without letters, at d 128 and K 385 to 448 (the delta
+// rule's projections), runs on Hopper's warpgroup products (sm90a/mlp_wgmma.cu, norm_backward_wgmma)
+// unless `warpgroups` is false; the same formulas, the sums in another order.
 struct LetterSums {
     const std::int32_t* tokens = nullptr;  // [rows], each < vocab; null: dx is written
     std::size_t vocab = 0;
@@ -218,7 +221,8 @@ template <class D>
 bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const float* x, const float* gain,
                            const float* rinv, D* dx, bf16* dx16, float* dg, std::size_t rows, std::size_t k,
                            std::size_t d, bool accumulate, std::size_t min_rows, const Partials& partials,
-                           cudaStream_t stream, const LetterSums& letters = {}, const D* before = nullptr);
+                           cudaStream_t stream, const LetterSums& letters = {}, const D* before = nullptr,
+                           bool warpgroups = true);
 // The rows from which the forward kernels and norm_backward_product are faster than the kernels they
 // replace: 32 tiles of 16 rows an SM (16 a block for mlp_down_forward's two blocks an SM, 8 for
 // residual_norm_forward's four; two of norm_backward_product's 128-row tiles a block). H100, at the

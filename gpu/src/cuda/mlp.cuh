@@ -63,6 +63,10 @@ struct NormBackwardRows {
 unsigned mlp_backward_through_norm_wgmma(const bf16* dy, const bf16* xn, const bf16* w_gu, const bf16* w_down,
                                          bf16* dgu, const NormBackwardRows& nb, unsigned rows, unsigned d, unsigned m,
                                          unsigned most_blocks, cudaStream_t stream);
+// norm_backward_product's work on warpgroups (d 128, K 385 to 448, bf16 dx added to before): the
+// blocks launched, 0 where it cannot run
+unsigned norm_backward_wgmma(const bf16* dy, unsigned ld, unsigned K, const bf16* w, const NormBackwardRows& nb,
+                             unsigned rows, unsigned d, unsigned most_blocks, cudaStream_t stream);
 // the same with gu rebuilt from xn [rows][d] and w_gu [2m][d] (mlp_down_backward_from_xn)
 bool mlp_down_backward_from_xn_wgmma(const bf16* dy, const bf16* xn, const bf16* w_gu, const bf16* w_down, bf16* dgu,
                                      unsigned rows, unsigned d, unsigned m, cudaStream_t stream);

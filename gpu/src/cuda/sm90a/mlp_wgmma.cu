@@ -469,11 +469,12 @@ __global__ void __launch_bounds__(mlp_threads, 1)
 // column set), then over the block's warps in order into the block's partial sums. dgu is written
 // once, for the weight gradient, and not read back; dxn never goes to memory.
 
-// The MN-major descriptor of [Wg; Wu]'s chunk rows as the dxn product's B [16 positions][d]: 8-row
-// groups (k) 1024 bytes apart (SBO), d's 64-column blocks 8192 (LBO).
-__device__ inline std::uint64_t swizzle128_n_major_descriptor(std::uint32_t address) {
-    return std::uint64_t((address & 0x3FFFF) >> 4) | std::uint64_t(8192 >> 4) << 16 | std::uint64_t(1024 >> 4) << 32 |
-           std::uint64_t(1) << 62;
+// The N-major descriptor of a B [16 k][d] whose rows (k) are 128-byte rows of 64 of d's columns: 8-row
+// groups 1024 bytes apart (SBO), d's 64-column blocks `column_blocks` bytes apart (LBO: 8192 for
+// [Wg; Wu]'s 64-row chunks).
+__device__ inline std::uint64_t swizzle128_n_major_descriptor(std::uint32_t address, std::uint32_t column_blocks) {
+    return std::uint64_t((address & 0x3FFFF) >> 4) | std::uint64_t(column_blocks >> 4) << 16 |
+           std::uint64_t(1024 >> 4) << 32 | std::uint64_t(1) << 62;
 }
 
 // The MLP norm's backward on a warp's rows row_g and row_g + 8 of a tile, dxn in the accumulator
@@ -537,6 +538,27 @@ __device__ inline void norm_backward_rows(const NormBackwardRows& nb, const floa
     }
 }
 
+// The block's partial sums of the gain's gradient (the lanes' 4 columns each, norm_backward_rows):
+// the warps' in order through `shared`, whose weights no product reads any more.
+template <unsigned d>
+__device__ inline void store_gain_partials(const NormBackwardRows& nb, const float (&dgain)[4], unsigned char* shared,
+                                           unsigned g, unsigned q) {
+    __syncthreads();  // every warp is done with the weights: their bytes take the warps' sums
+    float* sums = reinterpret_cast<float*>(shared);  // [mlp_warps][d]
+    const unsigned warp = threadIdx.x / 32;
+#pragma unroll
+    for (unsigned j = 0; j < 4; ++j) {
+        const unsigned i = 4 * g + j;
+        sums[warp * d + 8 * (i / 2) + 2 * q + i % 2] = dgain[j];
+    }
+    __syncthreads();
+    for (unsigned col = threadIdx.x; col < d; col += mlp_threads) {
+        float v = sums[col];
+        for (unsigned k = 1; k < mlp_warps; ++k) v += sums[k * d + col];
+        nb.partials[std::size_t(blockIdx.x) * d + col] = v;
+    }
+}
+
 template <unsigned S>
 __global__ void __launch_bounds__(mlp_threads, 1)
     mlp_backward_through_norm_kernel(const bf16* __restrict__ dy, const bf16* __restrict__ xn,
@@ -586,7 +608,8 @@ __global__ void __launch_bounds__(mlp_threads, 1)
             for (unsigned s = 0; s < 4; ++s) {
                 const unsigned part = s / 2, t = 2 * (s % 2);
                 const std::uint32_t a[4] = {out[0][part][t], out[1][part][t], out[0][part][t + 1], out[1][part][t + 1]};
-                wgmma_64x128<1>(dxn, a, swizzle128_n_major_descriptor(gu_base + c * 128 * d + s * 2048), c > 0 || s > 0);
+                wgmma_64x128<1>(dxn, a, swizzle128_n_major_descriptor(gu_base + c * 128 * d + s * 2048, 8192),
+                                c > 0 || s > 0);
             }
             wgmma_commit();
         }
@@ -595,20 +618,66 @@ __global__ void __launch_bounds__(mlp_threads, 1)
         norm_backward_rows(nb, dxn, row_g, rows, g, q, dgain);
     }
     wait_copies<0>();  // no copy outlives the block
-    __syncthreads();   // every warp is done with the weights: their bytes take the warps' sums
-    float* sums = reinterpret_cast<float*>(w.shared);  // [mlp_warps][d]
-    const unsigned warp = threadIdx.x / 32;
+    store_gain_partials<d>(nb, dgain, w.shared, g, q);
+}
+
+// ---- The projections' input gradient into the first norm on warpgroups (norm_backward_product's
+// work where dx is bf16, d 128 and K is the delta rule's 385-448 projection columns): dxn = dy W for dy
+// [rows][ld] with K columns summed and W [K][d], then norm_backward_rows. W lies in shared memory
+// N-major as [Wg; Wu] does for the dxn product above (K rows of 128-byte rows of 64 columns, zero rows
+// up to KS 16-deep steps); each warp's dy rows are staged by cp.async (zeros past K) and held as KS
+// steps of A fragments, the next tile's rows arriving during this one's products and norm. ----
+template <unsigned P>  // 16-byte pieces a staged row
+__device__ inline void start_rows_zero_past(uint4* tile, const bf16* src, unsigned ld, unsigned K, unsigned rows,
+                                            unsigned row0, unsigned lane) {
+#pragma unroll 4
+    for (unsigned i = lane; i < mlp_rows * P; i += 32) {
+        const unsigned rr = i / P, j = i % P, row = row0 + rr;
+        const bool valid = row < rows && 8 * j < K;
+        copy16(tile + rr * P + swizzled(rr, j), src + (valid ? std::size_t(row) * ld + 8 * j : 0), valid);
+    }
+    commit_copies();
+}
+
+template <unsigned S, unsigned KS>
+__global__ void __launch_bounds__(mlp_threads, 1)
+    norm_backward_wgmma_kernel(const bf16* __restrict__ dy, unsigned ld, unsigned K, const bf16* __restrict__ w,
+                               unsigned rows, NormBackwardRows nb) {
+    extern __shared__ __align__(16) unsigned char wgmma_shared[];
+    constexpr unsigned d = 16 * S, ND = 2 * S, Kp = 16 * KS, P = Kp / 8;
+    static_assert(ND == 16, "the lanes' shares of the gain's gradient take d 128");
+    const WarpPlace<Kp> wp(wgmma_shared, std::size_t(Kp) * d * 2, rows);  // the warps' tiles after W
+    const unsigned g = wp.g, q = wp.q;
+    if (wp.first < wp.tiles) start_rows_zero_past<P>(wp.row_tile, dy, ld, K, rows, wp.first_row(wp.first), wp.lane);
+    for (unsigned i = threadIdx.x; i < Kp * (d / 8); i += mlp_threads) {
+        const unsigned k = i / (d / 8), j = i % (d / 8);
+        const bool valid = k < K;
+        copy16(wp.shared + (j / 8) * Kp * 128 + k * 128 + 16 * swizzled(k, j % 8),
+               w + (valid ? std::size_t(k) * d + 8 * j : 0), valid);
+    }
+    commit_copies();
+    wait_copies<0>();
+    operands_ready();
+
+    float dgain[4] = {};
+    for (unsigned tile = wp.first; tile < wp.tiles; tile += wp.stride) {
+        const unsigned row_g = wp.first_row(tile) + g;
+        std::uint32_t a[KS][4];
+        load_row_fragments(a, wp.row_tile, wp.lane);
+        if (tile + wp.stride < wp.tiles)
+            start_rows_zero_past<P>(wp.row_tile, dy, ld, K, rows, wp.first_row(tile + wp.stride), wp.lane);
+        float dxn[ND][4];
+        wgmma_fence();
 #pragma unroll
-    for (unsigned j = 0; j < 4; ++j) {
-        const unsigned i = 4 * g + j;
-        sums[warp * d + 8 * (i / 2) + 2 * q + i % 2] = dgain[j];
+        for (unsigned st = 0; st < KS; ++st)
+            wgmma_64x128<1>(dxn, a[st], swizzle128_n_major_descriptor(wp.base + st * 2048, Kp * 128), st > 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        settled(dxn);
+        norm_backward_rows(nb, dxn, row_g, rows, g, q, dgain);
     }
-    __syncthreads();
-    for (unsigned col = threadIdx.x; col < d; col += mlp_threads) {
-        float v = sums[col];
-        for (unsigned k = 1; k < mlp_warps; ++k) v += sums[k * d + col];
-        nb.partials[std::size_t(blockIdx.x) * d + col] = v;
-    }
+    wait_copies<0>();  // no copy outlives the block
+    store_gain_partials<d>(nb, dgain, wp.shared, g, q);
 }
 
 }  // namespace
@@ -696,6 +765,22 @@ unsigned mlp_backward_through_norm_wgmma(const bf16* dy, const bf16* xn, const b
     if (blocks == 0) return 0;
     kernel<<<blocks, mlp_threads, wgmma_bytes(d, m), stream>>>(dy, xn, w_gu, w_down, dgu, rows, m, nb);
     check(cudaGetLastError(), "mlp_backward_through_norm");
+    return blocks;
+}
+
+unsigned norm_backward_wgmma(const bf16* dy, unsigned ld, unsigned K, const bf16* w, const NormBackwardRows& nb,
+                             unsigned rows, unsigned d, unsigned most_blocks, cudaStream_t stream) {
+    constexpr unsigned KS = 28;  // 448 columns: the delta rule's projections at d 128 (ldp 392)
+    if (d != 128 || K <= 16 * (KS - 4) || K > 16 * KS || K % 8 || ld < K || ld % 8) return 0;
+    const auto kernel = norm_backward_wgmma_kernel<8, KS>;
+    const std::size_t bytes = std::size_t(16 * KS) * d * 2 * 2 + 1024;  // W, the warps' tiles (as wide), alignment
+    const int per_sm =
+        persistent_blocks_per_sm(reinterpret_cast<const void*>(kernel), mlp_threads, bytes, "norm_backward_wgmma");
+    if (per_sm < 1) return 0;
+    const unsigned blocks = std::min(launch_blocks(rows, per_sm), most_blocks);
+    if (blocks == 0) return 0;
+    kernel<<<blocks, mlp_threads, bytes, stream>>>(dy, ld, K, w, rows, nb);
+    check(cudaGetLastError(), "norm_backward_wgmma");
     return blocks;
 }
 
