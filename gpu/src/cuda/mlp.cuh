@@ -47,6 +47,9 @@ bool mlp_forward_wgmma(const MlpForwardArgs& s, unsigned d, cudaStream_t stream)
 // dgu from dy [rows][d], w_down [d][m] and gu [rows][2m] (mlp_down_backward)
 bool mlp_down_backward_wgmma(const bf16* dy, const bf16* w_down, const bf16* gu, bf16* dgu, unsigned rows, unsigned d,
                              unsigned m, cudaStream_t stream);
+// the same with gu rebuilt from xn [rows][d] and w_gu [2m][d] (mlp_down_backward_from_xn)
+bool mlp_down_backward_from_xn_wgmma(const bf16* dy, const bf16* xn, const bf16* w_gu, const bf16* w_down, bf16* dgu,
+                                     unsigned rows, unsigned d, unsigned m, cudaStream_t stream);
 // The MLP norm's backward after the MLP's (mlp_backward_through_norm): x [rows][d] the norm's input,
 // its gain [d] and rinv [rows], dx [rows][d] = before + the norm's backward, partials [blocks][d] the
 // gain's gradient summed over each block's rows.
@@ -67,9 +70,6 @@ unsigned mlp_backward_through_norm_wgmma(const bf16* dy, const bf16* xn, const b
 // blocks launched, 0 where it cannot run
 unsigned norm_backward_wgmma(const bf16* dy, unsigned ld, unsigned K, const bf16* w, const NormBackwardRows& nb,
                              unsigned rows, unsigned d, unsigned most_blocks, cudaStream_t stream);
-// the same with gu rebuilt from xn [rows][d] and w_gu [2m][d] (mlp_down_backward_from_xn)
-bool mlp_down_backward_from_xn_wgmma(const bf16* dy, const bf16* xn, const bf16* w_gu, const bf16* w_down, bf16* dgu,
-                                     unsigned rows, unsigned d, unsigned m, cudaStream_t stream);
 
 // A bf16 pair's two values.
 __device__ inline float2 pair_value(std::uint32_t w) { return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w)); }
@@ -83,32 +83,34 @@ __device__ inline void swiglu_backward_pair(__nv_bfloat162& dgate, __nv_bfloat16
     dup = __floats2bfloat162_rn(d.x * (a.x * s0), d.y * (a.y * s1));
 }
 
-// SwiGLU's backward on a chunk of a warp's rows g and g + 8 (hi): dgu's bf16 pairs out[hi][gate or
-// up][nt] (units 8 q + 2 nt and + 1 of the chunk, mlp_unit's order) from dh's accumulator tiles nt
-// and gate's and up's pairs [hi][nt] of the same units.
-__device__ inline void gate_up_gradient(std::uint32_t (&out)[2][2][4], const float (&dh)[4][4],
+// SwiGLU's backward on a chunk of a warp's rows g and g + 8 (hi): dgu's bf16 pairs, the gate's dg[hi][nt]
+// and the up's du[hi][nt] (units 8 q + 2 nt and + 1 of the chunk, mlp_unit's order), from dh's
+// accumulator tiles nt and gate's and up's pairs [hi][nt] of the same units.
+__device__ inline void gate_up_gradient(std::uint32_t (&dg)[2][4], std::uint32_t (&du)[2][4], const float (&dh)[4][4],
                                         const std::uint32_t (&ga)[2][4], const std::uint32_t (&ua)[2][4]) {
 #pragma unroll
     for (unsigned hi = 0; hi < 2; ++hi)
 #pragma unroll
         for (unsigned nt = 0; nt < 4; ++nt) {
-            __nv_bfloat162 dg, du;
-            swiglu_backward_pair(dg, du, make_float2(dh[nt][2 * hi], dh[nt][2 * hi + 1]), pair_value(ga[hi][nt]),
+            __nv_bfloat162 g2, u2;
+            swiglu_backward_pair(g2, u2, make_float2(dh[nt][2 * hi], dh[nt][2 * hi + 1]), pair_value(ga[hi][nt]),
                                  pair_value(ua[hi][nt]));
-            out[hi][0][nt] = *reinterpret_cast<const std::uint32_t*>(&dg);
-            out[hi][1][nt] = *reinterpret_cast<const std::uint32_t*>(&du);
+            dg[hi][nt] = *reinterpret_cast<const std::uint32_t*>(&g2);
+            du[hi][nt] = *reinterpret_cast<const std::uint32_t*>(&u2);
         }
 }
-// Those pairs of chunk `chunk` out to dgu ([rows][2m]) in 16-byte pieces, rows row_g and row_g + 8.
-__device__ inline void store_gate_up_gradient(bf16* dgu, unsigned rows, unsigned m, unsigned row_g, unsigned q,
-                                              const std::uint32_t (&out)[2][2][4], unsigned chunk) {
+// A chunk's gate and up pairs [hi][nt] (units 8 q .. 8 q + 7 of the chunk for each hi) out to a
+// [rows][2m] array (dgu) in 16-byte pieces, rows row_g and row_g + 8.
+__device__ inline void store_gate_up(bf16* out, unsigned rows, unsigned m, unsigned row_g, unsigned q,
+                                     const std::uint32_t (&gate)[2][4], const std::uint32_t (&up)[2][4],
+                                     unsigned chunk) {
 #pragma unroll
     for (unsigned hi = 0; hi < 2; ++hi) {
         const unsigned row = row_g + 8 * hi;
         if (row >= rows) continue;
-        bf16* dst = dgu + std::size_t(row) * 2 * m + mlp_chunk * chunk + 8 * q;
-        *reinterpret_cast<uint4*>(dst) = make_uint4(out[hi][0][0], out[hi][0][1], out[hi][0][2], out[hi][0][3]);
-        *reinterpret_cast<uint4*>(dst + m) = make_uint4(out[hi][1][0], out[hi][1][1], out[hi][1][2], out[hi][1][3]);
+        bf16* dst = out + std::size_t(row) * 2 * m + mlp_chunk * chunk + 8 * q;
+        *reinterpret_cast<uint4*>(dst) = make_uint4(gate[hi][0], gate[hi][1], gate[hi][2], gate[hi][3]);
+        *reinterpret_cast<uint4*>(dst + m) = make_uint4(up[hi][0], up[hi][1], up[hi][2], up[hi][3]);
     }
 }
 // Accumulator tiles 4 half .. 4 half + 3 of a 64-column product: one chunk's.
@@ -179,9 +181,6 @@ __device__ inline void store_output(const float (&y)[ND][4], const MlpForwardArg
     }
 }
 
-// SwiGLU on chunk c's accumulators (tiles 0-3 the gate's 32 positions, 4-7 the up's): gu in bf16 and
-// h = silu(gate) up from those values (sigmoid_fast), out to gu and h where asked, and h as the
-// second product's A fragments, hq[k2] = h's tiles 2 k2 and 2 k2 + 1.
 // A chunk's gate/up accumulators (tiles 0-3 the gate's 32 positions, 4-7 the up's) as gu's bf16
 // pairs, [hi][nt]: row g + 8 hi, units 8 q + 2 nt and + 1.
 __device__ inline void round_gate_up(std::uint32_t (&ga)[2][4], std::uint32_t (&ua)[2][4], const float (&acc)[8][4]) {
@@ -196,6 +195,9 @@ __device__ inline void round_gate_up(std::uint32_t (&ga)[2][4], std::uint32_t (&
         }
 }
 
+// SwiGLU on chunk c's accumulators (tiles 0-3 the gate's 32 positions, 4-7 the up's): gu in bf16 and
+// h = silu(gate) up from those values (sigmoid_fast), out to gu and h where asked, and h as the
+// second product's A fragments, hq[k2] = h's tiles 2 k2 and 2 k2 + 1.
 __device__ inline void swiglu_chunk(std::uint32_t (&hq)[2][4], const float (&acc)[8][4], const MlpForwardArgs& s,
                                     unsigned c, unsigned row_g, unsigned q) {
     std::uint32_t ga[2][4], ua[2][4];

@@ -200,9 +200,9 @@ __global__ void __launch_bounds__(mlp_threads, 1)
 #pragma unroll
                     for (unsigned nt = 0; nt < 4; ++nt)
                         ga[hi][nt] = word(v[hi][half][0], nt), ua[hi][nt] = word(v[hi][half][1], nt);
-                std::uint32_t out[2][2][4];
-                gate_up_gradient(out, chunk_tiles(a, half), ga, ua);
-                store_gate_up_gradient(dgu, rows, m, row_g, q, out, 2 * G + half);
+                std::uint32_t dg[2][4], du[2][4];
+                gate_up_gradient(dg, du, chunk_tiles(a, half), ga, ua);
+                store_gate_up(dgu, rows, m, row_g, q, dg, du, 2 * G + half);
             }
         };
         for (unsigned G = 0; G < m / 64; G += 2) {
@@ -291,9 +291,9 @@ __global__ void __launch_bounds__(mlp_threads, 1)
                 settled(acc[half]);
                 std::uint32_t ga[2][4], ua[2][4];
                 round_gate_up(ga, ua, acc[half]);
-                std::uint32_t out[2][2][4];
-                gate_up_gradient(out, chunk_tiles(dh, half), ga, ua);
-                store_gate_up_gradient(dgu, rows, m, row_g, q, out, 2 * G + half);
+                std::uint32_t dg[2][4], du[2][4];
+                gate_up_gradient(dg, du, chunk_tiles(dh, half), ga, ua);
+                store_gate_up(dgu, rows, m, row_g, q, dg, du, 2 * G + half);
             }
         }
     }
@@ -351,17 +351,18 @@ __global__ void __launch_bounds__(mlp_threads, 1)
             wgmma_wait<0>();  // (chunk c - 1's dxn product too: its A fragments may be reused now)
             settled(dh);
             settled(acc);
-            std::uint32_t ga[2][4], ua[2][4], out[2][2][4];
+            std::uint32_t ga[2][4], ua[2][4], dg[2][4], du[2][4];
             round_gate_up(ga, ua, acc);
-            gate_up_gradient(out, dh, ga, ua);
-            store_gate_up_gradient(dgu, rows, m, row_g, q, out, c);
+            gate_up_gradient(dg, du, dh, ga, ua);
+            store_gate_up(dgu, rows, m, row_g, q, dg, du, c);
             // dxn += dgu_c [Wg; Wu]_c: step s takes positions 16 s .. 16 s + 15 (the gate's for s < 2, the
             // up's after), whose accumulator tiles 2 (s % 2) and + 1 are the step's A fragment
             wgmma_fence();
 #pragma unroll
             for (unsigned s = 0; s < 4; ++s) {
-                const unsigned part = s / 2, t = 2 * (s % 2);
-                const std::uint32_t a[4] = {out[0][part][t], out[1][part][t], out[0][part][t + 1], out[1][part][t + 1]};
+                const std::uint32_t (&pairs)[2][4] = s < 2 ? dg : du;
+                const unsigned t = 2 * (s % 2);
+                const std::uint32_t a[4] = {pairs[0][t], pairs[1][t], pairs[0][t + 1], pairs[1][t + 1]};
                 wgmma_64x128<1>(dxn, a, swizzle128_n_major_descriptor(gu_base + c * 128 * d + s * 2048, 8192),
                                 c > 0 || s > 0);
             }
