@@ -379,83 +379,57 @@ __global__ void __launch_bounds__(mlp_threads, 1)
 }  // namespace
 
 namespace {
-// The kernel for d and its blocks an SM (0 where it cannot run)
-auto wgmma_kernel(unsigned d) { return d == 64 ? mlp_forward_wgmma_kernel<4> : mlp_forward_wgmma_kernel<8>; }
+// The forward kernel and the kernel that rebuilds gu, for d
+auto forward_kernel(unsigned d) { return d == 64 ? mlp_forward_wgmma_kernel<4> : mlp_forward_wgmma_kernel<8>; }
+auto from_xn_kernel(unsigned d) {
+    return d == 64 ? mlp_down_backward_from_xn_kernel<4> : mlp_down_backward_from_xn_kernel<8>;
+}
 std::size_t wgmma_bytes(unsigned d, unsigned m) { return WgmmaLayout(d, m).total + 1024; }
-int wgmma_blocks_per_sm(unsigned d, unsigned m) {
+// Whether the shape fits the kernels that hold both weights (d 64 or 128, m a multiple of 64), and
+// `kernel`'s blocks an SM at it (0 where it cannot run).
+template <class Kernel>
+int blocks_per_sm(Kernel kernel, unsigned d, unsigned m, const char* what) {
     if ((d != 64 && d != 128) || m == 0 || m % 64) return 0;
-    return persistent_blocks_per_sm(reinterpret_cast<const void*>(wgmma_kernel(d)), mlp_threads, wgmma_bytes(d, m),
-                                    "mlp_forward_wgmma");
+    return persistent_blocks_per_sm(reinterpret_cast<const void*>(kernel), mlp_threads, wgmma_bytes(d, m), what);
 }
 }  // namespace
 
 bool mlp_forward_has_warpgroups(std::size_t d, std::size_t m) {
-    return d < (1u << 16) && m < (1u << 16) && wgmma_blocks_per_sm(unsigned(d), unsigned(m)) > 0;
+    return d < (1u << 16) && m < (1u << 16) &&
+           blocks_per_sm(forward_kernel(unsigned(d)), unsigned(d), unsigned(m), "mlp_forward_wgmma") > 0;
 }
 
 bool mlp_forward_wgmma(const MlpForwardArgs& s, unsigned d, cudaStream_t stream) {
-    const int per_sm = wgmma_blocks_per_sm(d, s.m);
-    if (per_sm < 1) return false;
-    const auto kernel = wgmma_kernel(d);
-    const std::size_t bytes = wgmma_bytes(d, s.m);
-    const unsigned blocks = launch_blocks(s.rows, per_sm);
-    kernel<<<blocks, mlp_threads, bytes, stream>>>(s);
-    check(cudaGetLastError(), "mlp_forward_wgmma");
-    return true;
+    return blocks_per_sm(forward_kernel(d), d, s.m, "mlp_forward_wgmma") > 0 &&
+           launch_warpgroups(forward_kernel(d), wgmma_bytes(d, s.m), s.rows, ~0u, "mlp_forward_wgmma", stream, s) > 0;
 }
 
 bool mlp_down_backward_wgmma(const bf16* dy, const bf16* w_down, const bf16* gu, bf16* dgu, unsigned rows, unsigned d,
                              unsigned m, cudaStream_t stream) {
     if ((d != 64 && d != 128) || m == 0 || m % 128) return false;
     const auto kernel = d == 64 ? mlp_down_backward_wgmma_kernel<4> : mlp_down_backward_wgmma_kernel<8>;
-    const std::size_t bytes = BackwardLayout(d, m).total + 1024;
-    const int per_sm =
-        persistent_blocks_per_sm(reinterpret_cast<const void*>(kernel), mlp_threads, bytes, "mlp_down_backward_wgmma");
-    if (per_sm < 1) return false;
-    const unsigned blocks = launch_blocks(rows, per_sm);
-    kernel<<<blocks, mlp_threads, bytes, stream>>>(dy, w_down, gu, dgu, rows, m);
-    check(cudaGetLastError(), "mlp_down_backward_wgmma");
-    return true;
+    return launch_warpgroups(kernel, BackwardLayout(d, m).total + 1024, rows, ~0u, "mlp_down_backward_wgmma", stream,
+                             dy, w_down, gu, dgu, rows, m) > 0;
 }
-
-namespace {
-auto from_xn_kernel(unsigned d) {
-    return d == 64 ? mlp_down_backward_from_xn_kernel<4> : mlp_down_backward_from_xn_kernel<8>;
-}
-int from_xn_blocks_per_sm(unsigned d, unsigned m) {
-    if ((d != 64 && d != 128) || m == 0 || m % 64) return 0;
-    return persistent_blocks_per_sm(reinterpret_cast<const void*>(from_xn_kernel(d)), mlp_threads, wgmma_bytes(d, m),
-                                    "mlp_down_backward_from_xn");
-}
-}  // namespace
 
 bool mlp_recomputes_gu(std::size_t d, std::size_t m) {
-    return mlp_forward_has_warpgroups(d, m) && from_xn_blocks_per_sm(unsigned(d), unsigned(m)) > 0;
+    return mlp_forward_has_warpgroups(d, m) &&
+           blocks_per_sm(from_xn_kernel(unsigned(d)), unsigned(d), unsigned(m), "mlp_down_backward_from_xn") > 0;
 }
 
 bool mlp_down_backward_from_xn_wgmma(const bf16* dy, const bf16* xn, const bf16* w_gu, const bf16* w_down, bf16* dgu,
                                      unsigned rows, unsigned d, unsigned m, cudaStream_t stream) {
-    const int per_sm = from_xn_blocks_per_sm(d, m);
-    if (per_sm < 1) return false;
-    const unsigned blocks = launch_blocks(rows, per_sm);
-    from_xn_kernel(d)<<<blocks, mlp_threads, wgmma_bytes(d, m), stream>>>(dy, xn, w_gu, w_down, dgu, rows, m);
-    check(cudaGetLastError(), "mlp_down_backward_from_xn");
-    return true;
+    return blocks_per_sm(from_xn_kernel(d), d, m, "mlp_down_backward_from_xn") > 0 &&
+           launch_warpgroups(from_xn_kernel(d), wgmma_bytes(d, m), rows, ~0u, "mlp_down_backward_from_xn", stream, dy,
+                             xn, w_gu, w_down, dgu, rows, m) > 0;
 }
 
 unsigned mlp_backward_through_norm_wgmma(const bf16* dy, const bf16* xn, const bf16* w_gu, const bf16* w_down,
                                          bf16* dgu, const NormBackwardRows& nb, unsigned rows, unsigned d, unsigned m,
                                          unsigned most_blocks, cudaStream_t stream) {
     if (d != 128 || m == 0 || m % 64) return 0;
-    const auto kernel = mlp_backward_through_norm_kernel<8>;
-    const int per_sm = persistent_blocks_per_sm(reinterpret_cast<const void*>(kernel), mlp_threads, wgmma_bytes(d, m),
-                                                "mlp_backward_through_norm");
-    if (per_sm < 1 || !mlp_forward_has_warpgroups(d, m)) return 0;
-    const unsigned blocks = std::min(launch_blocks(rows, per_sm), most_blocks);
-    if (blocks == 0) return 0;
-    kernel<<<blocks, mlp_threads, wgmma_bytes(d, m), stream>>>(dy, xn, w_gu, w_down, dgu, rows, m, nb);
-    check(cudaGetLastError(), "mlp_backward_through_norm");
-    return blocks;
+    return launch_warpgroups(mlp_backward_through_norm_kernel<8>, wgmma_bytes(d, m), rows, most_blocks,
+                             "mlp_backward_through_norm", stream, dy, xn, w_gu, w_down, dgu, rows, m, nb);
 }
 
 }  // namespace statetrack::gpu::cuda

@@ -72,16 +72,9 @@ unsigned norm_backward_wgmma(const bf16* dy, unsigned ld, unsigned K, const bf16
                              unsigned rows, unsigned d, unsigned most_blocks, cudaStream_t stream) {
     constexpr unsigned KS = 28;  // 448 columns: the delta rule's projections at d 128 (ldp 392)
     if (d != 128 || K <= 16 * (KS - 4) || K > 16 * KS || K % 8 || ld < K || ld % 8) return 0;
-    const auto kernel = norm_backward_wgmma_kernel<8, KS>;
     const std::size_t bytes = std::size_t(16 * KS) * d * 2 * 2 + 1024;  // W, the warps' tiles (as wide), alignment
-    const int per_sm =
-        persistent_blocks_per_sm(reinterpret_cast<const void*>(kernel), mlp_threads, bytes, "norm_backward_wgmma");
-    if (per_sm < 1) return 0;
-    const unsigned blocks = std::min(launch_blocks(rows, per_sm), most_blocks);
-    if (blocks == 0) return 0;
-    kernel<<<blocks, mlp_threads, bytes, stream>>>(dy, ld, K, w, rows, nb);
-    check(cudaGetLastError(), "norm_backward_wgmma");
-    return blocks;
+    return launch_warpgroups(norm_backward_wgmma_kernel<8, KS>, bytes, rows, most_blocks, "norm_backward_wgmma", stream,
+                             dy, ld, K, w, rows, nb);
 }
 
 }  // namespace statetrack::gpu::cuda

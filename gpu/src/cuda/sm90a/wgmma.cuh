@@ -193,6 +193,20 @@ inline unsigned launch_blocks(unsigned rows, int per_sm) {
     return std::max(1u, std::min<unsigned>((tiles + per_block - 1) / per_block, unsigned(per_sm) * sm_count()));
 }
 
+// Launches a warpgroup kernel (mlp_threads threads a block, `bytes` of shared memory) over `rows`:
+// launch_blocks' count, at most most_blocks. The blocks launched; 0, nothing launched, where the
+// device has no code for it or no room for a block (persistent_blocks_per_sm).
+template <class... Params, class... Args>
+unsigned launch_warpgroups(void (*kernel)(Params...), std::size_t bytes, unsigned rows, unsigned most_blocks,
+                           const char* what, cudaStream_t stream, const Args&... args) {
+    const int per_sm = persistent_blocks_per_sm(reinterpret_cast<const void*>(kernel), mlp_threads, bytes, what);
+    const unsigned blocks = per_sm < 1 ? 0 : std::min(launch_blocks(rows, per_sm), most_blocks);
+    if (blocks == 0) return 0;
+    kernel<<<blocks, mlp_threads, bytes, stream>>>(args...);
+    check(cudaGetLastError(), what);
+    return blocks;
+}
+
 }  // namespace
 
 }  // namespace statetrack::gpu::cuda
