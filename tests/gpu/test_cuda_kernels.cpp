@@ -480,6 +480,14 @@ NormInputs norm_inputs(const NormCase& c) {
     for (float& v : in.gain) v = float(1.0 + 0.2 * normal(rng));
     return in;
 }
+// The value dx adds to, in bf16 (a bf16 dx's before): in.dx_before rounded, and in.dx_before set to
+// those values for the reference.
+std::vector<bf16> bf16_before(NormInputs& in) {
+    std::vector<bf16> before(in.dx_before.size());
+    for (std::size_t i = 0; i < before.size(); ++i)
+        before[i] = __float2bfloat16(in.dx_before[i]), in.dx_before[i] = float(value(before[i]));
+    return before;
+}
 // The fp64 reference: dx's entries and their bounds, the gain's gradient and what its bound is made of.
 struct NormReference {
     std::vector<double> dx, bound, g, g_magnitude, g_carried;
@@ -607,9 +615,7 @@ TEST(CudaKernels, MlpBackwardThroughNormMatchesFp64) {
         const std::size_t rows = mc.rows, d = mc.d, m = mc.m;
         const NormCase c{rows, 2 * m, 2 * m, d, true, false};
         NormInputs in = norm_inputs(c);  // x, rinv, the gain and before (dy and w are replaced below)
-        std::vector<bf16> before(rows * d);
-        for (std::size_t i = 0; i < before.size(); ++i)
-            before[i] = __float2bfloat16(in.dx_before[i]), in.dx_before[i] = float(value(before[i]));
+        const std::vector<bf16> before = bf16_before(in);
         Rng rng = make_rng(rows + m, 16);
         const auto xn = random_bf16(rows * d, 1.0, rng), w_gu = random_bf16(2 * m * d, 0.15, rng),
                    w_down = random_bf16(d * m, 0.1, rng), dy = random_bf16(rows * d, 1.0, rng);
@@ -670,9 +676,7 @@ TEST(CudaKernels, NormBackwardProductOnWarpgroupsMatchesFp64) {
                              NormCase{129, 448, 448, 128, true, false}, NormCase{3000, 400, 408, 128, true, false}}) {
         SCOPED_TRACE("rows " + std::to_string(c.rows) + " K " + std::to_string(c.K));
         NormInputs in = norm_inputs(c);
-        std::vector<bf16> before(c.rows * c.d);
-        for (std::size_t i = 0; i < before.size(); ++i)
-            before[i] = __float2bfloat16(in.dx_before[i]), in.dx_before[i] = float(value(before[i]));
+        const std::vector<bf16> before = bf16_before(in);
         DeviceArray<bf16> ddy(in.dy.size()), dw(in.w.size()), dbefore(before.size()), ddx((c.rows + guard_rows) * c.d);
         DeviceArray<float> dx_arr(in.x.size()), drinv(in.rinv.size()), dgain(in.gain.size()), dg(c.d),
             scratch(rmsnorm_backward_partials(c.rows, c.d));
