@@ -677,14 +677,14 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
         side.join(wq_done);
         cudaEvent_t wdown_done, wgate_done;
         const Partials norm2_partials = region(norm_partials);
-        bool normed2 = false;  // the MLP norm's backward ran inside the gate/up input gradient
+        bool normed2 = false;  // the MLP norm's backward ran inside the MLP's backward or the gate/up input gradient
         if (p.mlp16) {
             bf16 *dhm = as16(ws + p.s1), *dgu = as16(ws + p.s2);
             wdown_done = side.weight_grad(as16(ws + a.hm), p.m, layer_in.dx16, d, G + sl.wdown, N, p.m, d);
-            // dh stays inside one kernel where the shape allows (with gate and up rebuilt from xn2 where the
-            // forward did not write them); else cuBLAS writes it for swiglu_backward
-            // The MLP norm's backward too where dx is bf16 (mlp_backward_through_norm: dgu is not read back),
-            // into the mixer's dx: the down projection's weight gradient may still read the layer's
+            // dgu, with the MLP norm's backward in the same kernel where dx is bf16 (mlp_backward_through_norm:
+            // dgu is not read back; into the mixer's dx, as the down projection's weight gradient may still
+            // read the layer's); else dh inside one kernel where the shape allows (gate and up rebuilt from
+            // xn2 where the forward did not write them); else cuBLAS writes dh for swiglu_backward
             if (p.recompute_gate_up && p.grad16 && fused_norms && session.options.mlp_backward_through_norm)
                 normed2 = mlp_backward_through_norm(
                     layer_in.dx16, as16(ws + a.xn2), W16 + sl.wgate, W16 + sl.wdown, dgu,
