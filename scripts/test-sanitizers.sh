@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Second test stage: every non-CUDA suite under AddressSanitizer + UndefinedBehaviorSanitizer in
-# its own build folder (build-asan, or $STATETRACK_ASAN_DIR), at -O1 to keep the 2-core CI inside
-# its budget: test_automata, test_lrnn, test_proofs, test_gpu (its CPU tests; the CUDA ones skip,
-# CUDA is off), test_examples, test_cli and test_robustness (fuzz corpora replay, round trips,
-# limits, SIGKILL), and the CLI they drive. Prints a summary line; exits non-zero on any failure
-# or sanitizer report.
+# its own build folder (build-asan, or $STATETRACK_ASAN_DIR), the libraries and the CLI at -O1 and the
+# test sources at -O0 (tests/CMakeLists.txt) to keep the 2-core CI inside its budget: test_automata,
+# test_lrnn, test_proofs, test_gpu (its CPU tests; the CUDA ones skip, CUDA is off), test_examples,
+# test_cli and test_robustness (fuzz corpora replay, round trips, limits, SIGKILL), and the CLI they
+# drive. Prints a summary line; exits non-zero on any failure or sanitizer report.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${STATETRACK_ASAN_DIR:-$root/build-asan}
@@ -56,5 +56,5 @@ for i in "${!pids[@]}"; do
 done
 passed=$(cat "$logs"/*.log | grep -o '\[  PASSED  \] [0-9]* test' | awk '{s += $4} END {print s + 0}' || true)
 failed=$(cat "$logs"/*.log | grep -c '^\[  FAILED  \] .* ([0-9]* ms)$' || true)
-echo "sanitizers (ASan+UBSan, -O1, filter $filter): ${targets[*]:1}: $passed tests passed, $failed failed; build $((built - start)) s, tests $(( $(date +%s) - built )) s"
+echo "sanitizers (ASan+UBSan, -O1, tests -O0, filter $filter): ${targets[*]:1}: $passed tests passed, $failed failed; build $((built - start)) s, tests $(( $(date +%s) - built )) s"
 exit $status
