@@ -387,52 +387,66 @@ TEST(CudaKernels, MlpDownBackwardFromXnRebuildsTheForwardsGateUp) {
 // The product with the RMSNorm after it (the mixer's output product and the MLP's norm), over shapes
 // like the forward kernel's (k, the product's depth, a multiple of 16): y against r + x w^T in fp64
 // (fp32_sums_bound of the sum of |terms|), rinv against the norm of the kernel's own y in fp64 (2^-20
-// relative), xn against gain y rinv (its bf16 rounding). Outputs poisoned first.
+// relative), xn against gain y rinv (its bf16 rounding). Outputs poisoned first. Both kernels: the
+// warpgroup one where it runs (Hopper, d 128, k 128: its y, whose sums go in another order, differs
+// from mma.sync's in some bits, which shows it ran) and mma.sync's.
 TEST(CudaKernels, ResidualNormForwardMatchesFp64OverManyTiles) {
     SKIP_WITHOUT_GPU();
     for (const MlpCase c : {MlpCase{1000, 48, 32}, MlpCase{40001, 128, 128}, MlpCase{7, 16, 16}, MlpCase{517, 256, 128},
-                            MlpCase{3000, 128, 128}}) {
+                            MlpCase{3000, 128, 128}, MlpCase{65, 128, 128}}) {
         const std::size_t k = c.m;
         Rng rng = make_rng(c.rows + c.d + k, 13);
         const auto x = random_bf16(c.rows * k, 1.0, rng), w = random_bf16(c.d * k, 0.1, rng);
         std::vector<float> r(c.rows * c.d), gain(c.d);
         for (float& v : r) v = float(normal(rng));
         for (float& v : gain) v = float(1.0 + 0.2 * normal(rng));
-        DeviceArray<bf16> dx(x.size()), dw(w.size()), dxn((c.rows + guard_rows) * c.d);
-        DeviceArray<float> dr(r.size()), dgain(gain.size()), dy((c.rows + guard_rows) * c.d), drinv(c.rows + guard_rows);
-        upload(dx, x), upload(dw, w), upload(dr, r), upload(dgain, gain);
-        poison(dxn), poison(dy), poison(drinv);
-        const bool ran = residual_norm_forward(dx.data, dw.data, dr.data, dy.data, dgain.data, dxn.data, drinv.data, c.rows,
-                                               k, c.d, 0, nullptr);
-        STATETRACK_CUDA(cudaDeviceSynchronize());
-        if (!device_runs_bf16_mma()) {
-            EXPECT_FALSE(ran) << "the kernel needs sm_80's bf16 mma";
-            continue;
-        }
-        ASSERT_TRUE(ran) << "rows " << c.rows << " d " << c.d << " k " << k;
-        const auto y = download(dy), rinv = download(drinv);
-        const auto xn = download(dxn);
-        EXPECT_EQ(touched_past(y, c.rows * c.d) + touched_past(xn, c.rows * c.d) + touched_past(rinv, c.rows), 0u)
-            << "rows " << c.rows << ": written past the last row";
-        Worst y_errors, r_errors, xn_errors;
-        for (std::size_t row = 0; row < c.rows; ++row) {
-            double squares = 0;
-            for (std::size_t o = 0; o < c.d; ++o) {
-                const ProductSum want = residual_sum(r[row * c.d + o], &x[row * k], &w[o * k], k);
-                const double got = y[row * c.d + o];
-                y_errors.note(std::abs(got - want.value) / (fp32_sums_bound(k) * want.magnitude + 1e-30));
-                squares += got * got;
+        std::vector<float> y_warpgroups;
+        for (const bool warpgroups : {true, false}) {
+            SCOPED_TRACE(warpgroups ? "warpgroups where they run" : "mma.sync");
+            DeviceArray<bf16> dx(x.size()), dw(w.size()), dxn((c.rows + guard_rows) * c.d);
+            DeviceArray<float> dr(r.size()), dgain(gain.size()), dy((c.rows + guard_rows) * c.d),
+                drinv(c.rows + guard_rows);
+            upload(dx, x), upload(dw, w), upload(dr, r), upload(dgain, gain);
+            poison(dxn), poison(dy), poison(drinv);
+            const bool ran = residual_norm_forward(dx.data, dw.data, dr.data, dy.data, dgain.data, dxn.data, drinv.data,
+                                                   c.rows, k, c.d, 0, nullptr, warpgroups);
+            STATETRACK_CUDA(cudaDeviceSynchronize());
+            if (!device_runs_bf16_mma()) {
+                EXPECT_FALSE(ran) << "the kernel needs sm_80's bf16 mma";
+                continue;
             }
-            const double want_r = 1.0 / std::sqrt(squares / double(c.d) + 1e-6);
-            r_errors.note(std::abs(rinv[row] - want_r) / (0x1p-20 * want_r));
-            for (std::size_t o = 0; o < c.d; ++o) {
-                const double want = double(gain[o]) * y[row * c.d + o] * want_r;
-                xn_errors.note(std::abs(value(xn[row * c.d + o]) - want) / ((0x1p-8 + 0x1p-14) * std::abs(want) + 1e-30));
+            ASSERT_TRUE(ran) << "rows " << c.rows << " d " << c.d << " k " << k;
+            const auto y = download(dy), rinv = download(drinv);
+            if (warpgroups) y_warpgroups = y;
+            else if (device_is_hopper() && c.d == 128 && k == 128 && c.rows > 64)
+                EXPECT_NE(std::memcmp(y.data(), y_warpgroups.data(), c.rows * c.d * sizeof(float)), 0)
+                    << "rows " << c.rows << ": the same bits as mma.sync's: did the warpgroup kernel run?";
+            const auto xn = download(dxn);
+            EXPECT_EQ(touched_past(y, c.rows * c.d) + touched_past(xn, c.rows * c.d) + touched_past(rinv, c.rows), 0u)
+                << "rows " << c.rows << ": written past the last row";
+            Worst y_errors, r_errors, xn_errors;
+            for (std::size_t row = 0; row < c.rows; ++row) {
+                double squares = 0;
+                for (std::size_t o = 0; o < c.d; ++o) {
+                    const ProductSum want = residual_sum(r[row * c.d + o], &x[row * k], &w[o * k], k);
+                    const double got = y[row * c.d + o];
+                    y_errors.note(std::abs(got - want.value) / (fp32_sums_bound(k) * want.magnitude + 1e-30));
+                    squares += got * got;
+                }
+                const double want_r = 1.0 / std::sqrt(squares / double(c.d) + 1e-6);
+                r_errors.note(std::abs(rinv[row] - want_r) / (0x1p-20 * want_r));
+                for (std::size_t o = 0; o < c.d; ++o) {
+                    const double want = double(gain[o]) * y[row * c.d + o] * want_r;
+                    xn_errors.note(std::abs(value(xn[row * c.d + o]) - want) /
+                                   ((0x1p-8 + 0x1p-14) * std::abs(want) + 1e-30));
+                }
             }
+            EXPECT_EQ(y_errors.bad + r_errors.bad + xn_errors.bad, 0u) << "rows " << c.rows << " d " << c.d << " k " << k;
+            std::printf("residual_norm_forward (%s) rows %zu d %zu k %zu: worst error y %.3f, rinv %.3f, xn %.3f of its "
+                        "bound\n",
+                        warpgroups ? "warpgroups where they run" : "mma.sync", c.rows, c.d, k, y_errors.worst,
+                        r_errors.worst, xn_errors.worst);
         }
-        EXPECT_EQ(y_errors.bad + r_errors.bad + xn_errors.bad, 0u) << "rows " << c.rows << " d " << c.d << " k " << k;
-        std::printf("residual_norm_forward rows %zu d %zu k %zu: worst error y %.3f, rinv %.3f, xn %.3f of its bound\n",
-                    c.rows, c.d, k, y_errors.worst, r_errors.worst, xn_errors.worst);
     }
 }
 

@@ -675,8 +675,10 @@ bool mlp_down_forward(const bf16* gu, const bf16* w_down, const float* r, bf16* 
 
 bool residual_norm_forward(const bf16* x, const bf16* w, const float* r, float* y, const float* gain, bf16* xn,
                            float* rinv, std::size_t rows, std::size_t k, std::size_t d, std::size_t min_rows,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, bool warpgroups) {
     if (rows < min_rows || k % 16 || !fits(rows, d, k, {x, w, r, y, xn})) return false;
+    if (warpgroups && residual_norm_wgmma(x, w, r, y, gain, xn, rinv, unsigned(rows), unsigned(k), unsigned(d), stream))
+        return true;
     const ForwardArgs s{x, w, r, nullptr, y, gain, xn, rinv,
                         unsigned(rows), unsigned(k), unsigned(d), tiles_of(rows)};
     const std::size_t bytes = ForwardLayout(s.d, s.k, false).total * sizeof(bf16);

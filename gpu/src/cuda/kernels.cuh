@@ -190,10 +190,12 @@ bool mlp_down_forward(const bf16* gu, const bf16* w_down, const float* r, bf16* 
 // r and y [rows][d] fp32), then the RMSNorm of y over its d columns as rmsnorm_forward computes it:
 // xn = gain y rinv in bf16 and rinv per row. False (nothing launched) where the shape does not fit
 // or the rows are fewer than min_rows: then the residual product and rmsnorm_forward run apart. y,
-// xn and rinv must not overlap each other, r or x.
+// xn and rinv must not overlap each other, r or x. At d 128 and k 128 it runs on Hopper's warpgroup
+// products (sm90a/norm_wgmma.cu, residual_norm_wgmma) unless `warpgroups` is false; the same formulas,
+// the sums in another order.
 bool residual_norm_forward(const bf16* x, const bf16* w, const float* r, float* y, const float* gain, bf16* xn,
                            float* rinv, std::size_t rows, std::size_t k, std::size_t d, std::size_t min_rows,
-                           cudaStream_t stream);
+                           cudaStream_t stream, bool warpgroups = true);
 // The input gradient of a product that feeds an RMSNorm, and the norm's backward, in one kernel
 // (fused_products.cu): dxn = dy w (dy [rows][k] bf16, rows ldy apart; w [k][d] bf16, as the
 // parameters hold a [k][d] product's weight), fp32 sums, never stored; then over whole rows of d as

@@ -70,6 +70,10 @@ unsigned mlp_backward_through_norm_wgmma(const bf16* dy, const bf16* xn, const b
 // blocks launched, 0 where it cannot run
 unsigned norm_backward_wgmma(const bf16* dy, unsigned ld, unsigned K, const bf16* w, const NormBackwardRows& nb,
                              unsigned rows, unsigned d, unsigned most_blocks, cudaStream_t stream);
+// residual_norm_forward's work on warpgroups (d 128, k 128): y = r + x w^T, then y's RMSNorm, xn =
+// gain y rinv (bf16) and rinv; false where it cannot run
+bool residual_norm_wgmma(const bf16* x, const bf16* w, const float* r, float* y, const float* gain, bf16* xn,
+                         float* rinv, unsigned rows, unsigned k, unsigned d, cudaStream_t stream);
 
 // A bf16 pair's two values.
 __device__ inline float2 pair_value(std::uint32_t w) { return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w)); }
@@ -152,20 +156,25 @@ __device__ inline void load_row_fragments(std::uint32_t (&xa)[S][4], const uint4
     __syncwarp();
 }
 
-// r's rows g and g + 8 of a tile (rows row_g, row_g + 8) into y's accumulators: columns 8 nt + 2 q, + 1.
+// Rows g and g + 8 of a tile (rows row_g, row_g + 8) of r [rows][d] into y's accumulators: columns 8
+// nt + 2 q, + 1 (zeros past the last row).
 template <unsigned ND>
-__device__ inline void load_residual(float (&y)[ND][4], const MlpForwardArgs& s, unsigned row_g, unsigned q) {
+__device__ inline void load_residual(float (&y)[ND][4], const float* r, unsigned rows, unsigned row_g, unsigned q) {
     constexpr unsigned d = 8 * ND;
 #pragma unroll
     for (int hi = 0; hi < 2; ++hi) {
         const unsigned row = row_g + 8 * hi;
-        const float* rr = s.r + std::size_t(row < s.rows ? row : 0) * d + 2 * q;
+        const float* rr = r + std::size_t(row < rows ? row : 0) * d + 2 * q;
 #pragma unroll
         for (unsigned nt = 0; nt < ND; ++nt) {
-            const float2 v = row < s.rows ? *reinterpret_cast<const float2*>(rr + 8 * nt) : make_float2(0.0f, 0.0f);
+            const float2 v = row < rows ? *reinterpret_cast<const float2*>(rr + 8 * nt) : make_float2(0.0f, 0.0f);
             y[nt][2 * hi] = v.x, y[nt][2 * hi + 1] = v.y;
         }
     }
+}
+template <unsigned ND>
+__device__ inline void load_residual(float (&y)[ND][4], const MlpForwardArgs& s, unsigned row_g, unsigned q) {
+    load_residual(y, s.r, s.rows, row_g, q);
 }
 template <unsigned ND>
 __device__ inline void store_output(const float (&y)[ND][4], const MlpForwardArgs& s, unsigned row_g, unsigned q) {

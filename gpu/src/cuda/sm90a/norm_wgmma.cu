@@ -1,6 +1,7 @@
-// norm_backward_product's work on Hopper's warpgroup products (norm_backward_wgmma in mlp.cuh): the
-// projections' input gradient into the first norm where dx is bf16, at d 128 and K 385 to 448. Built
-// for sm_90a only, as the folder's other kernels.
+// The products beside an RMSNorm on Hopper's warpgroup products (mlp.cuh): the mixer's output product
+// with the MLP's norm after it (residual_norm_wgmma, residual_norm_forward's work at d 128, k 128), and
+// the projections' input gradient into the first norm where dx is bf16, at d 128 and K 385 to 448
+// (norm_backward_wgmma, norm_backward_product's). Built for sm_90a only, as the folder's other kernels.
 #include "norm_backward_rows.cuh"
 
 namespace statetrack::gpu::cuda {
@@ -66,7 +67,89 @@ __global__ void __launch_bounds__(mlp_threads, 1)
     store_gain_partials<d>(nb, dgain, wp.shared, g, q);
 }
 
+// ---- The mixer's output product and the MLP's norm on warpgroups (residual_norm_forward's work at d
+// 128): y = r + x W^T for x [rows][K] and W [d][K] as the parameters hold it, then y's RMSNorm. W lies
+// in shared memory K-major (K / 64 column blocks of d 128-byte rows); each warp's x rows are staged by
+// cp.async, the next tile's during this one's product and norm, as in the MLP's forward. y's
+// accumulators start from r, so that the residual stream's fp32 sum is the product's own. Two blocks
+// an SM (64 KB each): the product is short, and the other block's loads and stores run beside it. The
+// mma.sync kernel (fused_products.cu) kept 16-row tiles of y in shared memory between its product and
+// its norm, with block barriers between the phases: 82-84 us a launch at T = 256 on an H200 for 201 MB
+// (2.4 TB/s). ----
+template <unsigned S>  // K = 16 S
+__global__ void __launch_bounds__(mlp_threads, 2)
+    residual_norm_wgmma_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, const float* __restrict__ r,
+                               float* __restrict__ y, const float* __restrict__ gain, bf16* __restrict__ xn,
+                               float* __restrict__ rinv, unsigned rows) {
+    extern __shared__ __align__(16) unsigned char wgmma_shared[];
+    constexpr unsigned d = 128, ND = d / 8, K = 16 * S, P = K / 8;
+    const WarpPlace<K> wp(wgmma_shared, std::size_t(K) * d * 2, rows);  // the warps' tiles after W
+    const unsigned g = wp.g, q = wp.q;
+    wp.stage(x, rows, wp.first);
+    for (unsigned i = threadIdx.x; i < d * P; i += mlp_threads) {
+        const unsigned n = i / P, j = i % P;
+        copy16(wp.shared + (j / 8) * d * 128 + n * 128 + 16 * swizzled(n, j % 8), w + std::size_t(n) * K + 8 * j, true);
+    }
+    commit_copies();
+    wait_copies<0>();
+    operands_ready();
+
+    for (unsigned tile = wp.first; tile < wp.tiles; tile += wp.stride) {
+        const unsigned row_g = wp.first_row(tile) + g;
+        float acc[ND][4];
+        load_residual(acc, r, rows, row_g, q);
+        std::uint32_t a[S][4];
+        load_row_fragments(a, wp.row_tile, wp.lane);
+        wp.stage(x, rows, tile + wp.stride);
+        wgmma_fence();
+#pragma unroll
+        for (unsigned st = 0; st < S; ++st)
+            wgmma_64x128(acc, a[st], swizzle128_descriptor(wp.base + (st / 4) * d * 128 + (st % 4) * 32), 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+        settled(acc);
+
+        // Each row's columns lie in the four lanes q of its group: two shuffles give its sum of
+        // squares. Then rmsnorm_forward's formulas (its sum in another order).
+        float ri[2];
+#pragma unroll
+        for (unsigned hi = 0; hi < 2; ++hi) {
+            float squares = 0;
+#pragma unroll
+            for (unsigned nt = 0; nt < ND; ++nt)
+                squares += acc[nt][2 * hi] * acc[nt][2 * hi] + acc[nt][2 * hi + 1] * acc[nt][2 * hi + 1];
+            squares += __shfl_xor_sync(0xffffffffu, squares, 1);
+            squares += __shfl_xor_sync(0xffffffffu, squares, 2);
+            ri[hi] = 1.0f / sqrtf(squares / float(d) + norm_eps);
+        }
+#pragma unroll
+        for (unsigned hi = 0; hi < 2; ++hi) {
+            const unsigned row = row_g + 8 * hi;
+            if (row >= rows) continue;
+            if (q == 0) rinv[row] = ri[hi];
+#pragma unroll
+            for (unsigned nt = 0; nt < ND; ++nt) {
+                const unsigned col = 8 * nt + 2 * q;
+                const float2 v = make_float2(acc[nt][2 * hi], acc[nt][2 * hi + 1]);
+                *reinterpret_cast<float2*>(y + std::size_t(row) * d + col) = v;
+                *reinterpret_cast<__nv_bfloat162*>(xn + std::size_t(row) * d + col) =
+                    __floats2bfloat162_rn(__ldg(gain + col) * v.x * ri[hi], __ldg(gain + col + 1) * v.y * ri[hi]);
+            }
+        }
+    }
+    wait_copies<0>();  // no copy outlives the block
+}
+
 }  // namespace
+
+bool residual_norm_wgmma(const bf16* x, const bf16* w, const float* r, float* y, const float* gain, bf16* xn,
+                         float* rinv, unsigned rows, unsigned k, unsigned d, cudaStream_t stream) {
+    constexpr unsigned S = 8;  // k 128: the delta rule's output at d 128
+    if (d != 128 || k != 16 * S) return false;
+    const std::size_t bytes = std::size_t(16 * S) * d * 2 * 2 + 1024;  // W, the warps' tiles (as wide), alignment
+    return launch_warpgroups(residual_norm_wgmma_kernel<S>, bytes, rows, ~0u, "residual_norm_wgmma", stream, x, w, r,
+                             y, gain, xn, rinv, rows) > 0;
+}
 
 unsigned norm_backward_wgmma(const bf16* dy, unsigned ld, unsigned K, const bf16* w, const NormBackwardRows& nb,
                              unsigned rows, unsigned d, unsigned most_blocks, cudaStream_t stream) {
