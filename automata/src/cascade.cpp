@@ -15,17 +15,14 @@
 
 #include "statetrack/automata/cascade_search.hpp"
 #include "statetrack/automata/error.hpp"
+#include "hash_mix.hpp"
 
 namespace statetrack::automata {
 
 namespace {
 const LevelAction identity_action{};
 
-std::uint64_t mix(std::uint64_t h) {  // murmur3's finaliser
-    h = (h ^ (h >> 33)) * 0xff51afd7ed558ccdULL;
-    h = (h ^ (h >> 33)) * 0xc4ceb9fe1a85ec53ULL;
-    return h ^ (h >> 33);
-}
+using detail::mix;
 
 // Hash of a vector of points.
 struct VectorHash {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "statetrack/automata/error.hpp"
+#include "hash_mix.hpp"
 
 namespace statetrack::automata {
 
@@ -25,11 +26,7 @@ inline std::uint32_t count_bits(std::uint64_t x) {
 #endif
 }
 
-std::uint64_t mix(std::uint64_t h) {  // murmur3's finaliser
-    h = (h ^ (h >> 33)) * 0xff51afd7ed558ccdULL;
-    h = (h ^ (h >> 33)) * 0xc4ceb9fe1a85ec53ULL;
-    return h ^ (h >> 33);
-}
+using detail::mix;
 
 }  // namespace
 
