@@ -74,8 +74,8 @@ __global__ void __launch_bounds__(mlp_threads, 1)
 // accumulators start from r, so that the residual stream's fp32 sum is the product's own. Two blocks
 // an SM (64 KB each): the product is short, and the other block's loads and stores run beside it. The
 // mma.sync kernel (fused_products.cu) kept 16-row tiles of y in shared memory between its product and
-// its norm, with block barriers between the phases: 82-84 us a launch at T = 256 on an H200 for 201 MB
-// (2.4 TB/s). ----
+// its norm, with block barriers between the phases: 82-85 us a launch at T = 256 on an H200 for 201 MB
+// (2.4 TB/s); this kernel 74-78 (docs/PERFORMANCE.md, twenty-seventh session). ----
 template <unsigned S>  // K = 16 S
 __global__ void __launch_bounds__(mlp_threads, 2)
     residual_norm_wgmma_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, const float* __restrict__ r,
