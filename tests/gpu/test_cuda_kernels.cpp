@@ -420,12 +420,14 @@ TEST(CudaKernels, ResidualNormForwardMatchesFp64OverManyTiles) {
             const auto y = download(dy), rinv = download(drinv);
             const bool same_bits = y_warpgroups.size() == y.size() &&
                                    std::memcmp(y.data(), y_warpgroups.data(), c.rows * c.d * sizeof(float)) == 0;
-            if (warpgroups) y_warpgroups = y;
-            else if (!(device_is_hopper() && c.d == 128 && k == 128))
+            if (warpgroups) {
+                y_warpgroups = y;
+            } else if (!(device_is_hopper() && c.d == 128 && k == 128)) {
                 EXPECT_TRUE(same_bits) << "rows " << c.rows << ": a shape only mma.sync's kernel takes gave other bits";
-            else if (c.rows > 64)
+            } else if (c.rows > 64) {
                 EXPECT_FALSE(same_bits) << "rows " << c.rows
                                         << ": the same bits as mma.sync's: did the warpgroup kernel run?";
+            }
             const auto xn = download(dxn);
             EXPECT_EQ(touched_past(y, c.rows * c.d) + touched_past(xn, c.rows * c.d) + touched_past(rinv, c.rows), 0u)
                 << "rows " << c.rows << ": written past the last row";
@@ -615,6 +617,32 @@ TEST(CudaKernels, NormBackwardProductMatchesFp64OverManyTiles) {
     }
 }
 
+// The letters' sums against fp64: every row's dx (ref) added to its letter's entry of the table's
+// values before, each within the rows' bounds plus the chain of additions' (as the gain's); and
+// the gain's gradient against fp64 within the same chain.
+struct LetterErrors {
+    Worst table, gain;
+};
+LetterErrors letter_errors(const NormCase& c, const NormReference& ref, const std::vector<std::int32_t>& tokens,
+                           const std::vector<float>& table_before, const std::vector<float>& got,
+                           const std::vector<float>& got_g) {
+    std::vector<double> want(table_before.begin(), table_before.end()), bound(want.size()), magnitude(want.size());
+    for (std::size_t row = 0; row < c.rows; ++row)
+        for (std::size_t o = 0; o < c.d; ++o) {
+            const std::size_t at = std::size_t(tokens[row]) * c.d + o;
+            want[at] += ref.dx[row * c.d + o], bound[at] += ref.bound[row * c.d + o];
+            magnitude[at] += std::abs(ref.dx[row * c.d + o]);
+        }
+    const double chain = norm_chain_bound(c.rows);
+    LetterErrors e;
+    for (std::size_t i = 0; i < want.size(); ++i)
+        e.table.note(std::abs(got[i] - want[i]) / (bound[i] + chain * (magnitude[i] + std::abs(table_before[i])) + 1e-30),
+                     i);
+    for (std::size_t o = 0; o < c.d; ++o)
+        e.gain.note(std::abs(got_g[o] - ref.g[o]) / (ref.g_carried[o] + chain * ref.g_magnitude[o] + 1e-30), o);
+    return e;
+}
+
 // The first layer's form (LetterSums): dx not written (its poison stays) but summed per letter into
 // the embedding's gradient, added to what the table held; against the fp64 dx of every row summed
 // by its letter, within the rows' bounds plus the chain of additions' (as the gain's), and the gain's
@@ -802,27 +830,12 @@ TEST(CudaKernels, NormBackwardProductSumsDxByLetters) {
         const std::vector<float> dx_after = download(ddx);
         EXPECT_TRUE(std::memcmp(dx_after.data(), dx_given.data(), dx_given.size() * sizeof(float)) == 0)
             << "rows " << c.rows << ": dx was written";
-        const NormReference ref = norm_reference(c, in);
-        std::vector<double> want(table_before.begin(), table_before.end()), bound(want.size()), magnitude(want.size());
-        for (std::size_t row = 0; row < c.rows; ++row)
-            for (std::size_t o = 0; o < c.d; ++o) {
-                const std::size_t at = std::size_t(tokens[row]) * c.d + o;
-                want[at] += ref.dx[row * c.d + o], bound[at] += ref.bound[row * c.d + o];
-                magnitude[at] += std::abs(ref.dx[row * c.d + o]);
-            }
-        const double chain = norm_chain_bound(c.rows);
-        Worst errors;
-        for (std::size_t i = 0; i < want.size(); ++i)
-            errors.note(std::abs(got[i] - want[i]) /
-                            (bound[i] + chain * (magnitude[i] + std::abs(table_before[i])) + 1e-30), i);
-        EXPECT_EQ(errors.bad, 0u) << "rows " << c.rows << " d " << c.d << " vocab " << lc.vocab << ": letter "
-                                  << errors.first_bad / c.d << " column " << errors.first_bad % c.d;
-        Worst g_errors;
-        for (std::size_t o = 0; o < c.d; ++o)
-            g_errors.note(std::abs(got_g[o] - ref.g[o]) / (ref.g_carried[o] + chain * ref.g_magnitude[o] + 1e-30), o);
-        EXPECT_EQ(g_errors.bad, 0u) << "rows " << c.rows << " d " << c.d << ": gain column " << g_errors.first_bad;
+        const LetterErrors e = letter_errors(c, norm_reference(c, in), tokens, table_before, got, got_g);
+        EXPECT_EQ(e.table.bad, 0u) << "rows " << c.rows << " d " << c.d << " vocab " << lc.vocab << ": letter "
+                                   << e.table.first_bad / c.d << " column " << e.table.first_bad % c.d;
+        EXPECT_EQ(e.gain.bad, 0u) << "rows " << c.rows << " d " << c.d << ": gain column " << e.gain.first_bad;
         std::printf("norm_backward_product by letters rows %zu d %zu vocab %zu: worst error %.3f, gain %.3f of its bound\n",
-                    c.rows, c.d, lc.vocab, errors.worst, g_errors.worst);
+                    c.rows, c.d, lc.vocab, e.table.worst, e.gain.worst);
         // more letters than the tables take: refused, nothing launched
         std::vector<PartialSum> none;
         const LetterSums nine{dtokens.data, 9, table.data, Partials{letter_scratch.data, &none}};
@@ -830,6 +843,98 @@ TEST(CudaKernels, NormBackwardProductSumsDxByLetters) {
                                            nullptr, dg.data, c.rows, c.K, c.d, c.accumulate, 0,
                                            Partials{scratch.data, &none}, nullptr, nine));
         EXPECT_TRUE(none.empty());
+    }
+}
+
+// The first layer's form as training runs it under --matmul bf16 (a bf16 dx, the mixer's dx as
+// `before`, x the embedding's rows by token, LetterSums::embedding given): the warpgroup kernel on
+// Hopper at d 128, mma.sync's elsewhere and with warpgroups off. The letters' sums against fp64 as
+// in the test above, the gain's gradient too, dx left unwritten, the same bits on a second run. On
+// Hopper the warpgroup run gets x's array poisoned with NaN, which shows it reads x from the
+// embedding, and one block an SM (at most sm_count partial rows), which shows that kernel ran.
+TEST(CudaKernels, NormBackwardProductByLettersOnWarpgroupsMatchesFp64) {
+    SKIP_WITHOUT_GPU();
+    struct LetterCase {
+        NormCase c;
+        std::size_t vocab;
+    };
+    for (const LetterCase lc : {LetterCase{{40001, 392, 400, 128, true, false}, 2}, LetterCase{{777, 392, 392, 128, true, false}, 8},
+                                LetterCase{{129, 448, 448, 128, true, false}, 1}, LetterCase{{3000, 400, 408, 128, true, false}, 3}}) {
+        const NormCase& c = lc.c;
+        SCOPED_TRACE("rows " + std::to_string(c.rows) + " K " + std::to_string(c.K) + " vocab " + std::to_string(lc.vocab));
+        NormInputs in = norm_inputs(c);
+        const std::vector<bf16> before = bf16_before(in);
+        Rng rng = make_rng(c.rows + lc.vocab, 17);
+        std::vector<std::int32_t> tokens(c.rows);
+        for (auto& t : tokens) t = std::int32_t(uniform_below(rng, lc.vocab));
+        std::vector<float> embedding(lc.vocab * c.d), table_before(lc.vocab * c.d);
+        for (float& v : embedding) v = float(normal(rng));
+        for (float& v : table_before) v = float(normal(rng));
+        for (std::size_t row = 0; row < c.rows; ++row)
+            std::copy_n(embedding.begin() + std::ptrdiff_t(tokens[row] * c.d), c.d, in.x.begin() + std::ptrdiff_t(row * c.d));
+        DeviceArray<bf16> ddy(in.dy.size()), dw(in.w.size()), dbefore(before.size()), ddx((c.rows + guard_rows) * c.d);
+        DeviceArray<float> dx_arr(in.x.size()), drinv(in.rinv.size()), dgain(in.gain.size()), dg(c.d),
+            scratch(rmsnorm_backward_partials(c.rows, c.d)), table(lc.vocab * c.d), dembedding(embedding.size()),
+            letter_scratch(rmsnorm_backward_embed_partials(c.rows, c.d, lc.vocab));
+        DeviceArray<std::int32_t> dtokens(c.rows);
+        upload(ddy, in.dy), upload(dw, in.w), upload(drinv, in.rinv), upload(dgain, in.gain), upload(dbefore, before);
+        upload(dtokens, tokens), upload(dembedding, embedding);
+        const NormReference ref = norm_reference(c, in);
+        for (const bool warpgroups : {true, false}) {
+            SCOPED_TRACE(warpgroups ? "warpgroups where they run" : "mma.sync");
+            const bool x_unread = warpgroups && device_is_hopper();
+            if (x_unread) {
+                poison(dx_arr);
+            } else {
+                upload(dx_arr, in.x);
+            }
+            // one run from the table's values before: whether it ran, the table, the gain's gradient, dx
+            // and the partial sums' rows
+            auto run = [&](std::vector<float>& got, std::vector<float>& got_g, std::vector<bf16>& dx,
+                           std::size_t& parts) {
+                upload(table, table_before);
+                poison(ddx);
+                STATETRACK_CUDA(cudaMemset(dg.data, 0, c.d * sizeof(float)));
+                std::vector<PartialSum> sums;
+                LetterSums letters{dtokens.data, lc.vocab, table.data, Partials{letter_scratch.data, &sums}};
+                letters.embedding = dembedding.data;
+                const bool ran = norm_backward_product(ddy.data, c.ldy, dw.data, dx_arr.data, dgain.data, drinv.data,
+                                                       ddx.data, static_cast<bf16*>(nullptr), dg.data, c.rows, c.K,
+                                                       c.d, true, 0, Partials{scratch.data, &sums}, nullptr, letters,
+                                                       dbefore.data, warpgroups);
+                parts = sums.empty() ? 0 : sums[0].parts;
+                if (ran) add_partial_sums(sums, nullptr);
+                STATETRACK_CUDA(cudaDeviceSynchronize());
+                got = download(table), got_g = download(dg), dx = download(ddx);
+                return ran;
+            };
+            std::vector<float> got, got_g, again, again_g;
+            std::vector<bf16> dx, dx_again;
+            std::size_t parts = 0, parts_again = 0;
+            const bool ran = run(got, got_g, dx, parts);
+            if (!device_runs_bf16_mma()) {
+                EXPECT_FALSE(ran) << "the kernels need sm_80's bf16 mma";
+                break;
+            }
+            if (!ran && !warpgroups && !two_norm_blocks_fit()) continue;  // mma.sync's needs two blocks an SM
+            ASSERT_TRUE(ran);
+            if (x_unread) {
+                EXPECT_LE(parts, std::size_t(sm_count())) << "not the warpgroup kernel: one block an SM";
+            }
+            ASSERT_TRUE(run(again, again_g, dx_again, parts_again));
+            EXPECT_TRUE(std::memcmp(got.data(), again.data(), got.size() * sizeof(float)) == 0 &&
+                        std::memcmp(got_g.data(), again_g.data(), got_g.size() * sizeof(float)) == 0)
+                << "a second run gave other bits";
+            EXPECT_EQ(touched_past(dx, 0), 0u) << "dx was written";
+            const LetterErrors e = letter_errors(c, ref, tokens, table_before, got, got_g);
+            EXPECT_EQ(e.table.bad, 0u) << "letter " << e.table.first_bad / c.d << " column " << e.table.first_bad % c.d
+                                       << ": got " << got[e.table.first_bad];
+            EXPECT_EQ(e.gain.bad, 0u) << "gain column " << e.gain.first_bad;
+            std::printf("norm_backward_product by letters, bf16 dx (%s) rows %zu K %zu vocab %zu: worst error %.3f, "
+                        "gain %.3f of its bound\n",
+                        warpgroups ? "warpgroups where they run" : "mma.sync", c.rows, c.K, lc.vocab, e.table.worst,
+                        e.gain.worst);
+        }
     }
 }
 

@@ -823,7 +823,7 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
                 if (fused_norms) {
                     if (writes_dx) side.join(wdown_done);
                     LetterSums letters{};
-                    if (by_letters) letters = {in.tokens, c.vocab, G + L.embed, embed_sums};
+                    if (by_letters) letters = {in.tokens, c.vocab, G + L.embed, embed_sums, W + L.embed};
                     normed1 = norm_backward_product(dpre16, p.ldp, W16 + sl.wq, ws + p.x[l], W + sl.norm1, ws + a.r1,
                                                     layer_in.dx, l > 0 ? layer_in.copy : nullptr, G + sl.norm1, N,
                                                     p.ldp, d, true, fused_products_rows(), norm1_partials, st, letters,

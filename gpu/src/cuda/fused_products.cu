@@ -23,6 +23,7 @@
 // product or of the mixer's projections, dxn = dy w, and the RMSNorm's backward that reads it, in one
 // kernel; its weight (K x d) streams through shared memory with dy, as in a plain product. In the
 // first layer dx is summed by letters into the embedding's gradient (LetterSums) instead of written.
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
@@ -709,16 +710,26 @@ bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const
                           static_cast<const void*>(gain), static_cast<const void*>(dx), static_cast<const void*>(dx16),
                           static_cast<const void*>(before)})
         if (!aligned16(p)) return false;
-    // a bf16 dx added to another array, no letters: the warpgroup kernel where it runs (Hopper, d 128,
-    // the delta rule's projections)
+    // a bf16 dx added to another array: the warpgroup kernel where it runs (Hopper, d 128, the delta
+    // rule's projections); by letters where x is the embedding's rows by token
     if constexpr (std::is_same_v<D, bf16>) {
-        if (warpgroups && accumulate && before && before != dx && !letters.tokens && partials.sums) {
+        const bool by_letters = letters.tokens != nullptr;
+        if (warpgroups && accumulate && before && before != dx && partials.sums &&
+            (!by_letters || (letters.embedding && letters.table && letters.partials.sums && letters.vocab <= 8 &&
+                             aligned16(letters.embedding) && aligned16(letters.partials.scratch)))) {
             const NormBackwardRows nb{x, gain, rinv, before, dx, partials.scratch};
-            const unsigned blocks = norm_backward_wgmma(dy, unsigned(ldy), unsigned(k), w, nb, unsigned(rows),
-                                                        unsigned(d), unsigned(rmsnorm_backward_partials(rows, d) / d),
-                                                        stream);
+            const LetterRows lr{letters.tokens, letters.embedding, letters.partials.scratch, unsigned(letters.vocab)};
+            // a row of partial sums a block within rmsnorm_backward's region (and the letters' within
+            // rmsnorm_backward_embed_partials')
+            unsigned most = unsigned(rmsnorm_backward_partials(rows, d) / d);
+            if (by_letters && letters.vocab > 0)
+                most = std::min(most, unsigned(rmsnorm_backward_embed_partials(rows, d, letters.vocab) / (letters.vocab * d)));
+            const unsigned blocks = norm_backward_wgmma(dy, unsigned(ldy), unsigned(k), w, nb, lr, unsigned(rows),
+                                                        unsigned(d), most, stream);
             if (blocks) {
                 partials.sums->push_back({partials.scratch, blocks, d, dg});
+                if (by_letters)
+                    letters.partials.sums->push_back({letters.partials.scratch, blocks, letters.vocab * d, letters.table});
                 return true;
             }
         }

@@ -210,14 +210,18 @@ bool residual_norm_forward(const bf16* x, const bf16* w, const float* r, float* 
 // rmsnorm_backward_into_embedding): dx's new value is not written but summed per letter into
 // letters.table (+=, through letters.partials: rmsnorm_backward_embed_partials(rows, d, vocab)
 // floats); dx16 must be null, and vocab at most 8 (else false).
-// A bf16 dx added to a `before` of its own, without letters, at d 128 and K 385 to 448 (the delta
-// rule's projections), runs on Hopper's warpgroup products (sm90a/mlp_wgmma.cu, norm_backward_wgmma)
-// unless `warpgroups` is false; the same formulas, the sums in another order.
+// A bf16 dx added to a `before` of its own at d 128 and K 385 to 448 (the delta rule's projections)
+// runs on Hopper's warpgroup products (sm90a/norm_wgmma.cu, norm_backward_wgmma) unless `warpgroups`
+// is false; the same formulas, the sums in another order. With letters it does so only where
+// letters.embedding is given: x's rows are then read from it by token (x unread).
 struct LetterSums {
     const std::int32_t* tokens = nullptr;  // [rows], each < vocab; null: dx is written
     std::size_t vocab = 0;
     float* table = nullptr;  // [vocab][d]: the embedding's gradient
     Partials partials{};
+    // [vocab][d], or null: the embedding itself, where x's row is its row of the row's token (the
+    // first layer's input)
+    const float* embedding = nullptr;
 };
 template <class D>
 bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const float* x, const float* gain,

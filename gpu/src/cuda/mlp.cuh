@@ -66,10 +66,20 @@ struct NormBackwardRows {
 unsigned mlp_backward_through_norm_wgmma(const bf16* dy, const bf16* xn, const bf16* w_gu, const bf16* w_down,
                                          bf16* dgu, const NormBackwardRows& nb, unsigned rows, unsigned d, unsigned m,
                                          unsigned most_blocks, cudaStream_t stream);
-// norm_backward_product's work on warpgroups (d 128, K 385 to 448, bf16 dx added to before): the
-// blocks launched, 0 where it cannot run
+// The first layer's norm (norm_backward_product's LetterSums): x's row is the embedding's row of the
+// row's token, so it is read from the table, and dx, which goes to the embedding only, is summed per
+// letter into partials [blocks][vocab][d] instead of written. tokens null: the rows as they are.
+struct LetterRows {
+    const std::int32_t* tokens = nullptr;  // [rows], each < vocab
+    const float* embedding = nullptr;      // [vocab][d]: the first layer's x by token
+    float* partials = nullptr;
+    unsigned vocab = 0;
+};
+// norm_backward_product's work on warpgroups (d 128, K 385 to 448, bf16 dx added to before; with
+// letters, vocab <= 8, nb.x unread and nb.dx unwritten): the blocks launched, 0 where it cannot run
 unsigned norm_backward_wgmma(const bf16* dy, unsigned ld, unsigned K, const bf16* w, const NormBackwardRows& nb,
-                             unsigned rows, unsigned d, unsigned most_blocks, cudaStream_t stream);
+                             const LetterRows& letters, unsigned rows, unsigned d, unsigned most_blocks,
+                             cudaStream_t stream);
 // residual_norm_forward's work on warpgroups (d 128, k 128): y = r + x w^T, then y's RMSNorm, xn =
 // gain y rinv (bf16) and rinv; false where it cannot run
 bool residual_norm_wgmma(const bf16* x, const bf16* w, const float* r, float* y, const float* gain, bf16* xn,

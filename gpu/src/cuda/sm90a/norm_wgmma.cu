@@ -13,7 +13,10 @@ namespace {
 // [rows][ld] with K columns summed and W [K][d], then norm_backward_rows. W lies in shared memory
 // N-major as [Wg; Wu] does for the dxn product above (K rows of 128-byte rows of 64 columns, zero rows
 // up to KS 16-deep steps); each warp's dy rows are staged by cp.async (zeros past K) and held as KS
-// steps of A fragments, the next tile's rows arriving during this one's products and norm. ----
+// steps of A fragments, the next tile's rows arriving during this one's products and norm. In the
+// first layer (LV > 0) x's rows are the embedding's by token, read from its table (L1-resident), and
+// dx, for the embedding only, is summed per letter instead of written: of the mma.sync kernel's bytes
+// (dy, x, before) x's 67 MB a launch at T = 256 are gone. ----
 template <unsigned P>  // 16-byte pieces a staged row
 __device__ inline void start_rows_zero_past(uint4* tile, const bf16* src, unsigned ld, unsigned K, unsigned rows,
                                             unsigned row0, unsigned lane) {
@@ -26,10 +29,10 @@ __device__ inline void start_rows_zero_past(uint4* tile, const bf16* src, unsign
     commit_copies();
 }
 
-template <unsigned S, unsigned KS>
+template <unsigned S, unsigned KS, unsigned LV>  // LV: 0, or the letters' sums a lane keeps (vocab <= LV)
 __global__ void __launch_bounds__(mlp_threads, 1)
     norm_backward_wgmma_kernel(const bf16* __restrict__ dy, unsigned ld, unsigned K, const bf16* __restrict__ w,
-                               unsigned rows, NormBackwardRows nb) {
+                               unsigned rows, NormBackwardRows nb, LetterRows letters) {
     extern __shared__ __align__(16) unsigned char wgmma_shared[];
     constexpr unsigned d = 16 * S, ND = 2 * S, Kp = 16 * KS, P = Kp / 8;
     static_assert(ND == 16, "the lanes' shares of the gain's gradient take d 128");
@@ -46,7 +49,7 @@ __global__ void __launch_bounds__(mlp_threads, 1)
     wait_copies<0>();
     operands_ready();
 
-    float dgain[4] = {};
+    float dgain[4] = {}, by_letter[LV > 0 ? LV : 1][4] = {};
     for (unsigned tile = wp.first; tile < wp.tiles; tile += wp.stride) {
         const unsigned row_g = wp.first_row(tile) + g;
         std::uint32_t a[KS][4];
@@ -61,10 +64,11 @@ __global__ void __launch_bounds__(mlp_threads, 1)
         wgmma_commit();
         wgmma_wait<0>();
         settled(dxn);
-        norm_backward_rows(nb, dxn, row_g, rows, g, q, dgain);
+        norm_backward_rows<ND, LV>(nb, letters, dxn, row_g, rows, g, q, dgain, by_letter);
     }
     wait_copies<0>();  // no copy outlives the block
     store_gain_partials<d>(nb, dgain, wp.shared, g, q);
+    if constexpr (LV > 0) store_block_sums<d>(by_letter, letters.vocab, letters.partials, wp.shared, g, q);
 }
 
 // ---- The mixer's output product and the MLP's norm on warpgroups (residual_norm_forward's work at d
@@ -152,12 +156,18 @@ bool residual_norm_wgmma(const bf16* x, const bf16* w, const float* r, float* y,
 }
 
 unsigned norm_backward_wgmma(const bf16* dy, unsigned ld, unsigned K, const bf16* w, const NormBackwardRows& nb,
-                             unsigned rows, unsigned d, unsigned most_blocks, cudaStream_t stream) {
+                             const LetterRows& letters, unsigned rows, unsigned d, unsigned most_blocks,
+                             cudaStream_t stream) {
     constexpr unsigned KS = 28;  // 448 columns: the delta rule's projections at d 128 (ldp 392)
     if (d != 128 || K <= 16 * (KS - 4) || K > 16 * KS || K % 8 || ld < K || ld % 8) return 0;
+    if (letters.tokens && (!letters.embedding || !letters.partials || letters.vocab == 0 || letters.vocab > 8)) return 0;
     const std::size_t bytes = std::size_t(16 * KS) * d * 2 * 2 + 1024;  // W, the warps' tiles (as wide), alignment
-    return launch_warpgroups(norm_backward_wgmma_kernel<8, KS>, bytes, rows, most_blocks, "norm_backward_wgmma", stream,
-                             dy, ld, K, w, rows, nb);
+    // (the letters' sums of the block's warps, [mlp_warps][vocab][d] floats at most 32 KB, take W's bytes at the end)
+    const auto kernel = !letters.tokens       ? norm_backward_wgmma_kernel<8, KS, 0>
+                        : letters.vocab <= 2 ? norm_backward_wgmma_kernel<8, KS, 2>
+                                             : norm_backward_wgmma_kernel<8, KS, 8>;
+    return launch_warpgroups(kernel, bytes, rows, most_blocks, "norm_backward_wgmma", stream, dy, ld, K, w, rows, nb,
+                             letters);
 }
 
 }  // namespace statetrack::gpu::cuda
