@@ -390,7 +390,9 @@ TEST(CudaKernels, MlpDownBackwardFromXnRebuildsTheForwardsGateUp) {
 // relative), xn against gain y rinv (its bf16 rounding). Outputs poisoned first. Both kernels: the
 // warpgroup one where it runs (Hopper, d 128, k 128: its y, whose sums go in another order, differs
 // from mma.sync's in some bits, which shows it ran) and mma.sync's; on the other shapes both calls
-// take mma.sync's and give the same bits.
+// take mma.sync's and give the same bits. The first layer's form, r a table read by token (the
+// embedding's rows): where the warpgroup kernel runs, the very bits of the same rows given as r;
+// elsewhere it declines.
 TEST(CudaKernels, ResidualNormForwardMatchesFp64OverManyTiles) {
     SKIP_WITHOUT_GPU();
     for (const MlpCase c : {MlpCase{1000, 48, 32}, MlpCase{40001, 128, 128}, MlpCase{7, 16, 16}, MlpCase{517, 256, 128},
@@ -454,6 +456,43 @@ TEST(CudaKernels, ResidualNormForwardMatchesFp64OverManyTiles) {
                         warpgroups ? "warpgroups where they run" : "mma.sync", c.rows, c.d, k, y_errors.worst,
                         r_errors.worst, xn_errors.worst);
         }
+        // r by token: a table of 3 rows, and the rows it gives as r
+        const std::size_t vocab = 3;
+        std::vector<float> table(vocab * c.d), r_rows(c.rows * c.d);
+        for (float& v : table) v = float(normal(rng));
+        std::vector<std::int32_t> tokens(c.rows);
+        for (std::size_t row = 0; row < c.rows; ++row) {
+            tokens[row] = std::int32_t(uniform_below(rng, vocab));
+            std::copy_n(table.begin() + std::ptrdiff_t(tokens[row] * c.d), c.d, r_rows.begin() + std::ptrdiff_t(row * c.d));
+        }
+        DeviceArray<bf16> dx(x.size()), dw(w.size()), dxn((c.rows + guard_rows) * c.d);
+        DeviceArray<float> dr(r_rows.size()), dtable(table.size()), dgain(gain.size()), dy((c.rows + guard_rows) * c.d),
+            drinv(c.rows + guard_rows);
+        DeviceArray<std::int32_t> dtokens(tokens.size());
+        upload(dx, x), upload(dw, w), upload(dr, r_rows), upload(dtable, table), upload(dgain, gain), upload(dtokens, tokens);
+        // y, xn and rinv of one run from poisoned outputs, one after another in `out`; whether it ran
+        auto run = [&](const float* r_arg, const std::int32_t* r_tokens, std::vector<float>& out) {
+            poison(dxn), poison(dy), poison(drinv);
+            const bool ran = residual_norm_forward(dx.data, dw.data, r_arg, dy.data, dgain.data, dxn.data, drinv.data,
+                                                   c.rows, k, c.d, 0, nullptr, true, r_tokens);
+            STATETRACK_CUDA(cudaDeviceSynchronize());
+            out = download(dy);
+            const auto xn = download(dxn);
+            const auto rinv = download(drinv);
+            for (const bf16 v : xn) out.push_back(value(v));
+            out.insert(out.end(), rinv.begin(), rinv.end());
+            return ran;
+        };
+        std::vector<float> given, by_token;
+        const bool ran_by_token = run(dtable.data, dtokens.data, by_token);
+        if (!(device_is_hopper() && c.d == 128 && k == 128)) {
+            EXPECT_FALSE(ran_by_token) << "rows " << c.rows << ": r by token where the warpgroup kernel does not run";
+            continue;
+        }
+        ASSERT_TRUE(ran_by_token) << "rows " << c.rows;
+        ASSERT_TRUE(run(dr.data, nullptr, given));
+        EXPECT_TRUE(std::memcmp(given.data(), by_token.data(), given.size() * sizeof(float)) == 0)
+            << "rows " << c.rows << ": r by token gave other bits than its rows";
     }
 }
 

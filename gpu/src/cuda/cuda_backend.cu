@@ -64,6 +64,11 @@ struct Plan {
     // CudaOptions::recompute_gate_up): the forward writes no gu and the plan holds none (134 MB a layer
     // at T = 256 on half a batch).
     bool recompute_gate_up;
+    // The first layer's x, the embedding's rows by token, is not written (its array stays, unread): the
+    // kernels that would read it take the table's rows by token instead (first_layer_by_token: the
+    // output product's residual and, training, the first norm's backward by letters). 67 MB written
+    // and 67 MB read back a layer at T = 256 on half a batch.
+    bool x0_by_token;
     // --matmul bf16 with a delta rule (deltanet, deltaproduct:N): its projections take bf16 operands
     // as the MLP's do, xn1 and on hold bf16 (in their float slots), the projections' gradient [dq | dk |
     // dv | dz] is in dpre16, rows ldp apart (the columns past proj zero: its input gradient's product
@@ -141,8 +146,9 @@ std::size_t backward_partials(const Plan& p, const ModelConfig& c) {
 // rows: where the words are packed the rows that hold them (packed_rows), 0 for B T.
 // delta_chunks: the delta rule runs in chunks (cuda_runs_chunked), its backward writing dpre16 itself.
 // recompute: the session lets the MLP's backward rebuild gate and up (CudaOptions, fused products).
+// fused: the session lets the fused product kernels run (CudaOptions::fused_products).
 Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training, bool mlp16, bool delta_chunks,
-               bool recompute, std::size_t rows = 0) {
+               bool recompute, bool fused, std::size_t rows = 0) {
     Plan p{};
     p.mlp16 = mlp16;
     p.proj16 = mlp16 && (c.mixer == Mixer::deltanet || c.mixer == Mixer::deltaproduct);
@@ -158,6 +164,9 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
     p.head_fused = training && head_step_fits(p.d, p.C);
     p.recompute_gate_up =
         recompute && training && mlp16 && p.N >= fused_products_rows() && mlp_recomputes_gu(p.d, p.m);
+    p.x0_by_token = fused && p.grad16 && c.layers > 0 && p.N >= fused_products_rows() &&
+                    (!training || rmsnorm_backward_embeds(p.N, p.d, c.vocab)) &&
+                    first_layer_by_token(p.d, p.ldp, c.vocab, training);
     auto take = [&](std::size_t count) {
         const std::size_t at = p.total;
         p.total += (count + 63) / 64 * 64;  // 256-byte alignment of every array
@@ -483,11 +492,12 @@ void forward_pass(const CudaSession& session, CudaSessionState& part, const Plan
     const auto [c, L, s, blas, st, W, W16, ws, G, in] = pass_context(session, part, inputs);
     const std::int32_t *tokens = in.tokens, *lengths = in.lengths, *offsets = in.offsets;
     const std::size_t N = p.N, d = p.d;
-    // the embedding and the first layer's norm in one pass where the rows allow it
-    const bool embedded = embed_and_norm(tokens, W + L.embed, ws + p.x[0], W + L.layers[0].norm1,
+    // the embedding and the first layer's norm in one pass where the rows allow it (x itself not
+    // written where its readers take the table's rows by token)
+    const bool embedded = embed_and_norm(tokens, W + L.embed, p.x0_by_token ? nullptr : ws + p.x[0], W + L.layers[0].norm1,
                                          ws + p.layers[0].xn1, ws + p.layers[0].r1, N, d, st,
                                          p.proj16 ? as16(ws + p.layers[0].xn1) : nullptr);
-    if (!embedded) embed_forward(tokens, W + L.embed, ws + p.x[0], N, d, st);
+    if (!embedded) embed_forward(tokens, W + L.embed, ws + p.x[0], N, d, st);  // (read below by rmsnorm_forward)
     for (std::size_t l = 0; l < c.layers; ++l) {
         const LayerSlots& sl = L.layers[l];
         const LayerActs& a = p.layers[l];
@@ -526,10 +536,15 @@ void forward_pass(const CudaSession& session, CudaSessionState& part, const Plan
             else zero_past_lengths(ws + a.o, d, d, p.B, p.T, lengths, st);
             rmsnorm_forward(ws + a.o, W + sl.onorm, ws + a.on, ws + a.ro, N, d, p.dh, st,
                             p.proj16 ? as16(ws + a.on) : nullptr);
-            // the output product and the MLP's norm in one kernel where the shape and the rows allow
+            // the output product and the MLP's norm in one kernel where the shape and the rows allow (the
+            // first layer's residual the embedding's rows by token, where x0 is not written)
+            const bool by_token = l == 0 && p.x0_by_token;
             normed2 = p.proj16 && session.options.fused_products &&
-                      residual_norm_forward(as16(ws + a.on), W16 + sl.wo, ws + p.x[l], ws + a.x_mid, W + sl.norm2,
-                                            as16(ws + a.xn2), ws + a.r2, N, d, d, fused_products_rows(), st);
+                      residual_norm_forward(as16(ws + a.on), W16 + sl.wo, by_token ? W + L.embed : ws + p.x[l],
+                                            ws + a.x_mid, W + sl.norm2, as16(ws + a.xn2), ws + a.r2, N, d, d,
+                                            fused_products_rows(), st, true, by_token ? tokens : nullptr);
+            if (by_token && !normed2)
+                throw std::logic_error("forward_pass: residual_norm_forward declined the first layer's rows by token");
             if (!normed2) {
                 if (p.proj16) blas.forward_residual(as16(ws + a.on), d, W16 + sl.wo, ws + p.x[l], ws + a.x_mid, N, d, d);
                 else blas.forward_residual(ws + a.on, d, W + sl.wo, ws + p.x[l], ws + a.x_mid, N, d, d);
@@ -824,10 +839,13 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
                     if (writes_dx) side.join(wdown_done);
                     LetterSums letters{};
                     if (by_letters) letters = {in.tokens, c.vocab, G + L.embed, embed_sums, W + L.embed};
-                    normed1 = norm_backward_product(dpre16, p.ldp, W16 + sl.wq, ws + p.x[l], W + sl.norm1, ws + a.r1,
+                    const float* x = l == 0 && p.x0_by_token ? nullptr : ws + p.x[l];  // null: by token
+                    normed1 = norm_backward_product(dpre16, p.ldp, W16 + sl.wq, x, W + sl.norm1, ws + a.r1,
                                                     layer_in.dx, l > 0 ? layer_in.copy : nullptr, G + sl.norm1, N,
                                                     p.ldp, d, true, fused_products_rows(), norm1_partials, st, letters,
                                                     mixer_in.dx);
+                    if (!x && !normed1)
+                        throw std::logic_error("backward_pass: norm_backward_product declined the first layer by token");
                 }
                 if (!normed1) blas.input_grad(dpre16, p.ldp, W16 + sl.wq, dxn, d, N, d, p.ldp, false);
             } else {
@@ -918,7 +936,8 @@ bool recompute_gate_up(const CudaSession& session) {
 }
 // The plan of each half of plan p's batch.
 Plan half_plan(const CudaSession& session, const Plan& p) {
-    return make_plan(session.config, p.B / 2, p.T, true, p.mlp16, cuda_runs_chunked(session), recompute_gate_up(session));
+    return make_plan(session.config, p.B / 2, p.T, true, p.mlp16, cuda_runs_chunked(session), recompute_gate_up(session),
+                     session.options.fused_products);
 }
 // The inputs of the batch's first half (words 0 .. B / 2 - 1) or second (the rest), for the plan h of a
 // half: word b at rows b T .., as the batch is not packed. The step's values are the whole batch's
@@ -1200,7 +1219,8 @@ CudaSessionState& second_half(const CudaSession& session) {
 // The plan of a batch call on `batch` (training: a training step's, whose words may be packed).
 Plan batch_plan(const CudaSession& session, const Batch& batch, bool training) {
     return make_plan(session.config, batch.batch, batch.length, training, session.state->params16 != nullptr,
-                     cuda_runs_chunked(session), recompute_gate_up(session), training ? packed_rows(session, batch) : 0);
+                     cuda_runs_chunked(session), recompute_gate_up(session), session.options.fused_products,
+                     training ? packed_rows(session, batch) : 0);
 }
 
 // The start of every batch call: checks, the session's GPU, the workspace for this shape, the batch

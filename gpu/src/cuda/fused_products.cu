@@ -676,15 +676,22 @@ bool mlp_down_forward(const bf16* gu, const bf16* w_down, const float* r, bf16* 
 
 bool residual_norm_forward(const bf16* x, const bf16* w, const float* r, float* y, const float* gain, bf16* xn,
                            float* rinv, std::size_t rows, std::size_t k, std::size_t d, std::size_t min_rows,
-                           cudaStream_t stream, bool warpgroups) {
+                           cudaStream_t stream, bool warpgroups, const std::int32_t* r_tokens) {
     if (rows < min_rows || k % 16 || !fits(rows, d, k, {x, w, r, y, xn})) return false;
-    if (warpgroups && residual_norm_wgmma(x, w, r, y, gain, xn, rinv, unsigned(rows), unsigned(k), unsigned(d), stream))
+    if (warpgroups && residual_norm_wgmma(x, w, r, y, gain, xn, rinv, unsigned(rows), unsigned(k), unsigned(d), stream,
+                                          r_tokens))
         return true;
+    if (r_tokens) return false;  // the rows by token: the warpgroup kernel's only
     const ForwardArgs s{x, w, r, nullptr, y, gain, xn, rinv,
                         unsigned(rows), unsigned(k), unsigned(d), tiles_of(rows)};
     const std::size_t bytes = ForwardLayout(s.d, s.k, false).total * sizeof(bf16);
     return launch_persistent(residual_forward_kernel<false, true>, down_threads, bytes, 2, s.tiles,
                              "residual_norm_forward", stream, s);
+}
+
+bool first_layer_by_token(std::size_t d, std::size_t K, std::size_t vocab, bool training) {
+    return d <= 4096 && K <= 65536 && vocab <= 8 &&
+           first_layer_by_token_wgmma(unsigned(d), unsigned(K), unsigned(vocab), training);
 }
 
 namespace {
@@ -734,6 +741,7 @@ bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const
             }
         }
     }
+    if (!x) return false;  // x's rows by token (letters.embedding): the warpgroup kernel's only
     const std::size_t vocab = letters.tokens ? letters.vocab : 0;
     if (letters.tokens && (vocab == 0 || dx16 || !letters.table || !letters.partials.sums ||
                            !aligned16(letters.partials.scratch)))

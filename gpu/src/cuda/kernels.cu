@@ -187,7 +187,7 @@ __device__ void group_sums(float (&part)[CH], unsigned seg) {
 __device__ unsigned group_of(unsigned quad, const RowShape& s) { return s.seg ? quad / s.seg : 0; }
 
 // With tokens, the rows are the embedding's: row n is x's row tokens[n] (x the table), written to
-// embedded too (the first layer's input and residual, as embed_forward writes it).
+// embedded too unless it is null (the first layer's input and residual, as embed_forward writes it).
 template <int CH, class Out>
 __global__ void rmsnorm_forward_rows_kernel(const float* __restrict__ x, const float* __restrict__ g,
                                             Out* __restrict__ y, float* __restrict__ rinv, unsigned rows,
@@ -203,7 +203,7 @@ __global__ void rmsnorm_forward_rows_kernel(const float* __restrict__ x, const f
     for (int k = 0; k < CH; ++k) {
         const unsigned i = lane + 32 * k;
         v[k] = i < s.quads ? load4(src + 4 * i) : make_float4(0, 0, 0, 0);
-        if (tokens && i < s.quads) store4(embedded + at + 4 * i, v[k]);
+        if (embedded && i < s.quads) store4(embedded + at + 4 * i, v[k]);
         part[k] = v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
     }
     group_sums(part, s.seg);

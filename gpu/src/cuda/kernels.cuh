@@ -80,7 +80,8 @@ void rmsnorm_forward(const float* x, const float* g, float* y, float* rinv, std:
                      std::size_t group, cudaStream_t stream, bf16* y16 = nullptr);
 // embed_forward and then rmsnorm_forward of x over whole rows (the first layer's norm), in one pass
 // that does not read x back; false, launching nothing, where the rows are not the vectorised layout.
-// With y16, y is written there in bf16 instead (as rmsnorm_forward's).
+// With y16, y is written there in bf16 instead (as rmsnorm_forward's). x null: x is not written
+// (its readers take the table's rows by token: first_layer_by_token).
 bool embed_and_norm(const std::int32_t* tokens, const float* table, float* x, const float* g, float* y, float* rinv,
                     std::size_t rows, std::size_t d, cudaStream_t stream, bf16* y16 = nullptr);
 // dx (+)= r g dy - x r^3 sum(g dy x) / group (accumulate or overwrite); dg += sum_n dy x r. dx16
@@ -192,10 +193,16 @@ bool mlp_down_forward(const bf16* gu, const bf16* w_down, const float* r, bf16* 
 // or the rows are fewer than min_rows: then the residual product and rmsnorm_forward run apart. y,
 // xn and rinv must not overlap each other, r or x. At d 128 and k 128 it runs on Hopper's warpgroup
 // products (sm90a/norm_wgmma.cu, residual_norm_wgmma) unless `warpgroups` is false; the same formulas,
-// the sums in another order.
+// the sums in another order. With r_tokens, r is a table and row n's residual its row r_tokens[n]
+// (the first layer's, the embedding's): the warpgroup kernel only, else false.
 bool residual_norm_forward(const bf16* x, const bf16* w, const float* r, float* y, const float* gain, bf16* xn,
                            float* rinv, std::size_t rows, std::size_t k, std::size_t d, std::size_t min_rows,
-                           cudaStream_t stream, bool warpgroups = true);
+                           cudaStream_t stream, bool warpgroups = true, const std::int32_t* r_tokens = nullptr);
+// Whether the first layer's x (the embedding's rows by token) may go unwritten at these shapes: the
+// kernels that would read it take the table's rows by token instead, residual_norm_forward's
+// warpgroup kernel (d 128, k d) and, training, norm_backward_product's by letters (K 385 to 448, vocab
+// at most 8); both have code and room on this device.
+bool first_layer_by_token(std::size_t d, std::size_t K, std::size_t vocab, bool training);
 // The input gradient of a product that feeds an RMSNorm, and the norm's backward, in one kernel
 // (fused_products.cu): dxn = dy w (dy [rows][k] bf16, rows ldy apart; w [k][d] bf16, as the
 // parameters hold a [k][d] product's weight), fp32 sums, never stored; then over whole rows of d as
@@ -213,7 +220,8 @@ bool residual_norm_forward(const bf16* x, const bf16* w, const float* r, float* 
 // A bf16 dx added to a `before` of its own at d 128 and K 385 to 448 (the delta rule's projections)
 // runs on Hopper's warpgroup products (sm90a/norm_wgmma.cu, norm_backward_wgmma) unless `warpgroups`
 // is false; the same formulas, the sums in another order. With letters it does so only where
-// letters.embedding is given: x's rows are then read from it by token (x unread).
+// letters.embedding is given: x's rows are then read from it by token, and x may be null (false where
+// that kernel does not run).
 struct LetterSums {
     const std::int32_t* tokens = nullptr;  // [rows], each < vocab; null: dx is written
     std::size_t vocab = 0;

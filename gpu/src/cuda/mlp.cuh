@@ -83,7 +83,11 @@ unsigned norm_backward_wgmma(const bf16* dy, unsigned ld, unsigned K, const bf16
 // residual_norm_forward's work on warpgroups (d 128, k 128): y = r + x w^T, then y's RMSNorm, xn =
 // gain y rinv (bf16) and rinv; false where it cannot run
 bool residual_norm_wgmma(const bf16* x, const bf16* w, const float* r, float* y, const float* gain, bf16* xn,
-                         float* rinv, unsigned rows, unsigned k, unsigned d, cudaStream_t stream);
+                         float* rinv, unsigned rows, unsigned k, unsigned d, cudaStream_t stream,
+                         const std::int32_t* r_tokens);
+// Whether both warpgroup kernels that read the first layer's x can take it by token here
+// (first_layer_by_token in kernels.cuh).
+bool first_layer_by_token_wgmma(unsigned d, unsigned K, unsigned vocab, bool training);
 
 // A bf16 pair's two values.
 __device__ inline float2 pair_value(std::uint32_t w) { return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w)); }
@@ -168,13 +172,16 @@ __device__ inline void load_row_fragments(std::uint32_t (&xa)[S][4], const uint4
 
 // Rows g and g + 8 of a tile (rows row_g, row_g + 8) of r [rows][d] into y's accumulators: columns 8
 // nt + 2 q, + 1 (zeros past the last row).
+// With tokens, r is a table and row n's residual its row tokens[n].
 template <unsigned ND>
-__device__ inline void load_residual(float (&y)[ND][4], const float* r, unsigned rows, unsigned row_g, unsigned q) {
+__device__ inline void load_residual(float (&y)[ND][4], const float* r, unsigned rows, unsigned row_g, unsigned q,
+                                     const std::int32_t* tokens = nullptr) {
     constexpr unsigned d = 8 * ND;
 #pragma unroll
     for (int hi = 0; hi < 2; ++hi) {
         const unsigned row = row_g + 8 * hi;
-        const float* rr = r + std::size_t(row < rows ? row : 0) * d + 2 * q;
+        const std::size_t at = row >= rows ? 0 : tokens ? std::size_t(__ldg(tokens + row)) : row;
+        const float* rr = r + at * d + 2 * q;
 #pragma unroll
         for (unsigned nt = 0; nt < ND; ++nt) {
             const float2 v = row < rows ? *reinterpret_cast<const float2*>(rr + 8 * nt) : make_float2(0.0f, 0.0f);

@@ -84,7 +84,7 @@ template <unsigned S>  // K = 16 S
 __global__ void __launch_bounds__(mlp_threads, 2)
     residual_norm_wgmma_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, const float* __restrict__ r,
                                float* __restrict__ y, const float* __restrict__ gain, bf16* __restrict__ xn,
-                               float* __restrict__ rinv, unsigned rows) {
+                               float* __restrict__ rinv, unsigned rows, const std::int32_t* __restrict__ r_tokens) {
     extern __shared__ __align__(16) unsigned char wgmma_shared[];
     constexpr unsigned d = 128, ND = d / 8, K = 16 * S, P = K / 8;
     const WarpPlace<K> wp(wgmma_shared, std::size_t(K) * d * 2, rows);  // the warps' tiles after W
@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(mlp_threads, 2)
     for (unsigned tile = wp.first; tile < wp.tiles; tile += wp.stride) {
         const unsigned row_g = wp.first_row(tile) + g;
         float acc[ND][4];
-        load_residual(acc, r, rows, row_g, q);
+        load_residual(acc, r, rows, row_g, q, r_tokens);
         std::uint32_t a[S][4];
         load_row_fragments(a, wp.row_tile, wp.lane);
         wp.stage(x, rows, tile + wp.stride);
@@ -146,28 +146,50 @@ __global__ void __launch_bounds__(mlp_threads, 2)
 
 }  // namespace
 
+namespace {
+constexpr unsigned residual_steps = 8;  // k 128: the delta rule's output at d 128
+constexpr unsigned norm_steps = 28;     // 448 columns: the delta rule's projections at d 128 (ldp 392)
+// W, the warps' tiles (as wide), alignment
+constexpr std::size_t residual_bytes = std::size_t(16 * residual_steps) * 128 * 2 * 2 + 1024;
+constexpr std::size_t norm_bytes = std::size_t(16 * norm_steps) * 128 * 2 * 2 + 1024;
+// The norm backward's kernel with or without letters, or null where the lanes' sums do not take vocab.
+auto norm_backward_kernel(bool by_letters, unsigned vocab) -> decltype(&norm_backward_wgmma_kernel<8, norm_steps, 0>) {
+    if (!by_letters) return norm_backward_wgmma_kernel<8, norm_steps, 0>;
+    if (vocab == 0 || vocab > 8) return nullptr;
+    return vocab <= 2 ? norm_backward_wgmma_kernel<8, norm_steps, 2> : norm_backward_wgmma_kernel<8, norm_steps, 8>;
+}
+bool norm_backward_fits(unsigned ld, unsigned K, unsigned d) {
+    return d == 128 && K > 16 * (norm_steps - 4) && K <= 16 * norm_steps && K % 8 == 0 && ld >= K && ld % 8 == 0;
+}
+}  // namespace
+
 bool residual_norm_wgmma(const bf16* x, const bf16* w, const float* r, float* y, const float* gain, bf16* xn,
-                         float* rinv, unsigned rows, unsigned k, unsigned d, cudaStream_t stream) {
-    constexpr unsigned S = 8;  // k 128: the delta rule's output at d 128
-    if (d != 128 || k != 16 * S) return false;
-    const std::size_t bytes = std::size_t(16 * S) * d * 2 * 2 + 1024;  // W, the warps' tiles (as wide), alignment
-    return launch_warpgroups(residual_norm_wgmma_kernel<S>, bytes, rows, ~0u, "residual_norm_wgmma", stream, x, w, r,
-                             y, gain, xn, rinv, rows) > 0;
+                         float* rinv, unsigned rows, unsigned k, unsigned d, cudaStream_t stream,
+                         const std::int32_t* r_tokens) {
+    if (d != 128 || k != 16 * residual_steps) return false;
+    return launch_warpgroups(residual_norm_wgmma_kernel<residual_steps>, residual_bytes, rows, ~0u, "residual_norm_wgmma",
+                             stream, x, w, r, y, gain, xn, rinv, rows, r_tokens) > 0;
+}
+
+bool first_layer_by_token_wgmma(unsigned d, unsigned K, unsigned vocab, bool training) {
+    auto runs = [](auto kernel, std::size_t bytes, const char* what) {
+        return persistent_blocks_per_sm(reinterpret_cast<const void*>(kernel), mlp_threads, bytes, what) > 0;
+    };
+    if (d != 128 || !runs(residual_norm_wgmma_kernel<residual_steps>, residual_bytes, "residual_norm_wgmma")) return false;
+    if (!training) return true;
+    const auto kernel = norm_backward_kernel(true, vocab);
+    return norm_backward_fits(K, K, d) && kernel && runs(kernel, norm_bytes, "norm_backward_wgmma");
 }
 
 unsigned norm_backward_wgmma(const bf16* dy, unsigned ld, unsigned K, const bf16* w, const NormBackwardRows& nb,
                              const LetterRows& letters, unsigned rows, unsigned d, unsigned most_blocks,
                              cudaStream_t stream) {
-    constexpr unsigned KS = 28;  // 448 columns: the delta rule's projections at d 128 (ldp 392)
-    if (d != 128 || K <= 16 * (KS - 4) || K > 16 * KS || K % 8 || ld < K || ld % 8) return 0;
-    if (letters.tokens && (!letters.embedding || !letters.partials || letters.vocab == 0 || letters.vocab > 8)) return 0;
-    const std::size_t bytes = std::size_t(16 * KS) * d * 2 * 2 + 1024;  // W, the warps' tiles (as wide), alignment
+    const bool by_letters = letters.tokens != nullptr;
+    const auto kernel = norm_backward_kernel(by_letters, letters.vocab);
+    if (!norm_backward_fits(ld, K, d) || !kernel || (by_letters && (!letters.embedding || !letters.partials))) return 0;
     // (the letters' sums of the block's warps, [mlp_warps][vocab][d] floats at most 32 KB, take W's bytes at the end)
-    const auto kernel = !letters.tokens       ? norm_backward_wgmma_kernel<8, KS, 0>
-                        : letters.vocab <= 2 ? norm_backward_wgmma_kernel<8, KS, 2>
-                                             : norm_backward_wgmma_kernel<8, KS, 8>;
-    return launch_warpgroups(kernel, bytes, rows, most_blocks, "norm_backward_wgmma", stream, dy, ld, K, w, rows, nb,
-                             letters);
+    return launch_warpgroups(kernel, norm_bytes, rows, most_blocks, "norm_backward_wgmma", stream, dy, ld, K, w, rows,
+                             nb, letters);
 }
 
 }  // namespace statetrack::gpu::cuda
