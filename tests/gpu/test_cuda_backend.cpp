@@ -855,6 +855,57 @@ TEST(CudaBackend, Bf16FusedProductsMatchCublasOnManyRows) {
     }
 }
 
+// The first layer by token (CudaOptions::first_layer_by_token: x, the embedding's rows, never written;
+// at head_dim 32, where the chunked kernels run, the projections a table of the letters' rows that the
+// recurrence reads by token) against the same step with x and the [rows][proj] projections written:
+// the paper's shape (d 128, 4 heads, MLP width 256) in bf16 on enough rows for the fused kernels.
+// The table's product sums in another order than the rows' (cuBLAS on 3 rows), so the bounds are
+// the fused products' above; a tensor left unwritten would be NaN (the workspace is poisoned).
+TEST(CudaBackend, FirstLayerByTokenTrainsAsItsRows) {
+    SKIP_WITHOUT_GPU();
+    auto c = config_for("deltanet", EigRange::signed_unit, 128, 4);
+    c.mlp_hidden = 256;
+    validate(c);
+    const std::size_t T = 256;
+#if STATETRACK_TEST_KERNELS
+    const std::size_t B = std::max<std::size_t>(300, (cuda::fused_products_rows() + T - 1) / T);
+#else
+    const std::size_t B = 300;
+#endif
+    const auto layout = parameter_layout(c);
+    const std::vector<float> w = random_float_params(layout, 941);
+    const Batch batch = random_batch(B, T, c.vocab, c.classes, 942);
+    DeviceRun runs[2];
+    for (int run = 0; run < 2; ++run) {
+        CudaOptions options{MatmulPrecision::bf16, false, true};
+        options.packed = false, options.first_layer_by_token = run == 1;
+        runs[run] = run_on_device(c, options, w, batch);
+        // the step takes it where the kernels run (Hopper); the other run never
+        const CudaSession session = make_cuda_session(c, options);
+        const bool by_token = cuda_first_layer_by_token(session, batch);
+        if (run == 0) {
+            EXPECT_FALSE(by_token);
+        }
+#if STATETRACK_TEST_KERNELS
+        if (run == 1) {
+            EXPECT_EQ(by_token, cuda::first_layer_by_token(128, 392, c.vocab, true));  // 392: ldp here
+        }
+#endif
+    }
+    const double logit_diff = relative_error(runs[1].logits, runs[0].logits, 0, runs[0].logits.size());
+    EXPECT_LT(logit_diff, 1e-3);
+    EXPECT_LT(std::abs(runs[1].loss - runs[0].loss) / std::abs(runs[0].loss), 1e-3);
+    double worst = 0;
+    for (const auto& t : layout.tensors) {
+        const double diff = relative_error(runs[1].gradients, runs[0].gradients, t.offset, t.offset + t.size());
+        worst = std::max(worst, diff);
+        EXPECT_LT(diff, 2e-2) << t.name;
+    }
+    std::printf("bf16, first layer by token against its rows, %zu rows (chunked %d): logits %.2e, worst gradient "
+                "tensor %.2e\n",
+                B * T, int(runs[1].chunked), logit_diff, worst);
+}
+
 // A vocabulary larger than one shared-memory slice of the embedding gradient (d 32: 256 letters a
 // slice), so the gradient is summed from two slices' partials; 16 words of 20, so letters of both
 // slices occur.

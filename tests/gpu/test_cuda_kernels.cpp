@@ -1128,6 +1128,91 @@ TEST(CudaKernels, Bf16GradientIsTheFp32OneRounded) {
         }
 }
 
+// The chunked delta kernels with pre by token (DeltaShape::tokens: the first layer's projections as
+// a table of the letters' rows, which the kernels read by each row's token): the forward's o, u and
+// final states, and the backward's dpre and dzbeta (bf16, as --matmul bf16 trains) and its taps' and
+// output gain's gradients, are the very bits of the same kernels given the rows the table and the
+// tokens stand for. Padded words (T 45: the last chunk is short) and packed ones of lengths 1 to 45
+// (words ending inside chunks); outputs poisoned before each run. The table's last row is zeros
+// (DeltaShape::zero_token, read for the rows outside a word). Where the chunked kernels do not run,
+// both forms decline.
+TEST(CudaKernels, DeltaChunksReadPreByTokenAsItsRows) {
+    SKIP_WITHOUT_GPU();
+    const std::size_t B = 6, T = 45, H = 4, dh = 32, d = H * dh, K = 4, vocab = 3;
+    const std::size_t qkv = 3 * d, ld = qkv + H + 4;  // [q | k | v | zbeta | padding]
+    for (const bool packed : {false, true}) {
+        SCOPED_TRACE(packed ? "packed words" : "padded words");
+        Rng rng = make_rng(B * T + packed, 18);
+        std::vector<std::int32_t> lengths(B), offsets(B);
+        std::size_t N = 0;
+        for (std::size_t b = 0; b < B; ++b) {
+            lengths[b] = packed ? std::int32_t(1 + uniform_below(rng, T)) : std::int32_t(T);
+            offsets[b] = std::int32_t(N), N += std::size_t(lengths[b]);
+        }
+        auto normals = [&](std::size_t n, double scale, double offset = 0) {
+            std::vector<float> v(n);
+            for (float& x : v) x = float(offset + scale * normal(rng));
+            return v;
+        };
+        std::vector<float> table = normals((vocab + 1) * ld, 1.0);  // and a row of zeros, token `vocab`
+        std::fill(table.begin() + std::ptrdiff_t(vocab * ld), table.end(), 0.0f);
+        const std::vector<float> conv = normals(qkv * K, 0.5), dOn = normals(N * d, 1.0), gain = normals(d, 0.2, 1.0);
+        std::vector<float> rinv = normals(N * H, 0.5);
+        for (float& r : rinv) r = 0.5f + std::abs(r);
+        std::vector<std::int32_t> tokens(N);
+        std::vector<float> rows(N * ld);
+        for (std::size_t n = 0; n < N; ++n) {
+            tokens[n] = std::int32_t(uniform_below(rng, vocab));
+            std::copy_n(table.begin() + std::ptrdiff_t(tokens[n] * ld), ld, rows.begin() + std::ptrdiff_t(n * ld));
+        }
+        DeviceArray<float> dtable(table.size()), drows(rows.size()), dconv_taps(conv.size()), ddOn(dOn.size()),
+            drinv(rinv.size()), dgain(gain.size()), o((N + guard_rows) * d), u((N + guard_rows) * d),
+            final(B * H * dh * dh), dconv(conv.size()), dgain_sum(d);
+        DeviceArray<bf16> dpre((N + guard_rows) * ld);
+        DeviceArray<std::int32_t> dtokens(N), dlengths(B), doffsets(B);
+        upload(dtable, table), upload(drows, rows), upload(dconv_taps, conv), upload(ddOn, dOn), upload(drinv, rinv);
+        upload(dgain, gain), upload(dtokens, tokens), upload(dlengths, lengths), upload(doffsets, offsets);
+        DeltaShape s{};
+        s.B = B, s.T = T, s.H = H, s.dh = dh, s.F = 1, s.K = K, s.beta_scale = 2.0f, s.ld = ld;
+        s.lengths = dlengths.data, s.offsets = packed ? doffsets.data : nullptr, s.loose_arithmetic = true;
+        // every output of the forward and the backward, one after another, for pre (rows or the table)
+        auto run = [&](const float* pre, const std::int32_t* by) {
+            DeltaShape shape = s;
+            shape.tokens = by, shape.zero_token = std::int32_t(vocab);
+            poison(o), poison(u), poison(final), poison(dpre);
+            STATETRACK_CUDA(cudaMemset(dconv.data, 0, dconv.size * sizeof(float)));
+            STATETRACK_CUDA(cudaMemset(dgain_sum.data, 0, d * sizeof(float)));
+            std::vector<float> out;
+            if (!delta_forward_in_chunks(shape, pre, dconv_taps.data, pre + qkv, o.data, u.data, final.data, nullptr))
+                return out;
+            DeviceArray<float> scratch(delta_backward_partials(shape)), gain_scratch(B * d);
+            std::vector<PartialSum> sums;
+            const OutputNorm on{o.data, ddOn.data, drinv.data, dgain.data};
+            EXPECT_TRUE(delta_backward_through_norm(shape, pre, dconv_taps.data, pre + qkv, u.data, final.data, on,
+                                                    dpre.data, ld, dconv.data, dpre.data + qkv, dgain_sum.data,
+                                                    Partials{scratch.data, &sums}, Partials{gain_scratch.data, &sums},
+                                                    nullptr));
+            add_partial_sums(sums, nullptr);
+            STATETRACK_CUDA(cudaDeviceSynchronize());
+            for (const auto* a : {&o, &u, &final, &dconv, &dgain_sum}) {
+                const auto v = download(*a);
+                out.insert(out.end(), v.begin(), v.end());
+            }
+            for (const bf16 v : download(dpre)) out.push_back(value(v));
+            return out;
+        };
+        const std::vector<float> given = run(drows.data, nullptr), by_token = run(dtable.data, dtokens.data);
+        EXPECT_EQ(given.empty(), by_token.empty()) << "one form ran and the other declined";
+        if (given.empty()) continue;  // the chunked kernels do not run on this GPU
+        ASSERT_EQ(given.size(), by_token.size());
+        EXPECT_TRUE(std::memcmp(given.data(), by_token.data(), given.size() * sizeof(float)) == 0)
+            << "pre by token gave other bits than its rows";
+        double magnitude = 0;
+        for (std::size_t i = 0; i < N * d; ++i) magnitude += std::abs(given[i]);
+        EXPECT_GT(magnitude, 0.0) << "no output: the comparison would hold vacuously";
+    }
+}
+
 // Shapes the kernels do not take launch nothing and leave the outputs as they were (the backend then
 // runs cuBLAS with swiglu_backward, swiglu_forward or rmsnorm_forward).
 TEST(CudaKernels, FusedProductsRefuseShapesTheyDoNotFit) {

@@ -119,6 +119,14 @@ DiagonalShape diagonal_shape(const Plan& p, const ModelConfig& c, const std::int
     return {p.B, p.T, p.H, p.dh, p.K, c.eig == EigRange::signed_unit, p.ldp, lengths, p.packed ? offsets : nullptr};
 }
 
+// Whether layer l's projections are a table of the letters' rows that the delta kernels read by token
+// (DeltaShape::tokens): the first layer's where its x is the embedding's rows (Plan::x0_by_token) and
+// the chunked kernels run. Its rows of pre depend on the token only, so the [N][ldp] product (70 us a
+// half batch at T = 256, 205 MB written) becomes one of vocab rows, and the kernels' row loads hit L1.
+bool pre_by_token(const Plan& p, std::size_t l, const DeltaShape& shape) {
+    return l == 0 && p.x0_by_token && delta_runs_in_chunks(shape);
+}
+
 // The mixer's output norm's gain gradient: the norm's backward (rmsnorm_backward), or one partial
 // sum per word where the chunked delta backward takes the norm in.
 std::size_t onorm_partials(const Plan& p) { return std::max(rmsnorm_backward_partials(p.N, p.d), p.B * p.d); }
@@ -146,9 +154,10 @@ std::size_t backward_partials(const Plan& p, const ModelConfig& c) {
 // rows: where the words are packed the rows that hold them (packed_rows), 0 for B T.
 // delta_chunks: the delta rule runs in chunks (cuda_runs_chunked), its backward writing dpre16 itself.
 // recompute: the session lets the MLP's backward rebuild gate and up (CudaOptions, fused products).
-// fused: the session lets the fused product kernels run (CudaOptions::fused_products).
+// by_token: the session lets the first layer's rows go by token (CudaOptions::fused_products and
+// first_layer_by_token).
 Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training, bool mlp16, bool delta_chunks,
-               bool recompute, bool fused, std::size_t rows = 0) {
+               bool recompute, bool by_token, std::size_t rows = 0) {
     Plan p{};
     p.mlp16 = mlp16;
     p.proj16 = mlp16 && (c.mixer == Mixer::deltanet || c.mixer == Mixer::deltaproduct);
@@ -164,7 +173,7 @@ Plan make_plan(const ModelConfig& c, std::size_t B, std::size_t T, bool training
     p.head_fused = training && head_step_fits(p.d, p.C);
     p.recompute_gate_up =
         recompute && training && mlp16 && p.N >= fused_products_rows() && mlp_recomputes_gu(p.d, p.m);
-    p.x0_by_token = fused && p.grad16 && c.layers > 0 && p.N >= fused_products_rows() &&
+    p.x0_by_token = by_token && p.grad16 && c.layers > 0 && p.N >= fused_products_rows() &&
                     (!training || rmsnorm_backward_embeds(p.N, p.d, c.vocab)) &&
                     first_layer_by_token(p.d, p.ldp, c.vocab, training);
     auto take = [&](std::size_t count) {
@@ -521,14 +530,28 @@ void forward_pass(const CudaSession& session, CudaSessionState& part, const Plan
             // after wv (make_cuda_session), so [wq; wk; wv; gate] is one [proj][d] matrix, and zero rows
             // after it up to ldp (their columns of pre are read by nothing)
             float* zg = ws + a.pre + p.qkv;
-            if (p.proj16) blas.forward(as16(ws + a.xn1), d, W16 + sl.wq, ws + a.pre, p.ldp, N, d, p.ldp);
-            else blas.forward(ws + a.xn1, d, W + sl.wq, ws + a.pre, p.ldp, N, d, p.ldp);
+            DeltaShape shape = delta_shape(p, c, session.options, lengths, offsets);
+            if (c.mixer != Mixer::mamba && pre_by_token(p, l, shape)) {
+                // the letters' rows of pre, a table at pre's start and a row of zeros after them: the
+                // embedding's rows normed by the kernel that norms each row (the same bits as xn1's rows),
+                // after the table, then their product
+                const std::size_t table_rows = c.vocab + 1;
+                bf16* xn_letters = as16(ws + a.pre + table_rows * p.ldp);
+                float* rinv_letters = ws + a.pre + table_rows * (p.ldp + d);
+                rmsnorm_forward(W + L.embed, W + sl.norm1, nullptr, rinv_letters, c.vocab, d, d, st, xn_letters);
+                blas.forward(xn_letters, d, W16 + sl.wq, ws + a.pre, p.ldp, c.vocab, d, p.ldp);
+                STATETRACK_CUDA(cudaMemsetAsync(ws + a.pre + c.vocab * p.ldp, 0, p.ldp * sizeof(float), st));
+                shape.tokens = tokens, shape.zero_token = std::int32_t(c.vocab);
+            } else if (p.proj16) {
+                blas.forward(as16(ws + a.xn1), d, W16 + sl.wq, ws + a.pre, p.ldp, N, d, p.ldp);
+            } else {
+                blas.forward(ws + a.xn1, d, W + sl.wq, ws + a.pre, p.ldp, N, d, p.ldp);
+            }
             if (c.mixer == Mixer::mamba) {
                 diagonal_forward(diagonal_shape(p, c, lengths, offsets), ws + a.pre, W + sl.conv_q, zg, W + sl.bdt,
                                  W + sl.decay_log, ws + a.o, p.training ? ws + a.saved : nullptr, st);
             } else {
-                delta_forward(delta_shape(p, c, session.options, lengths, offsets),
-                              ws + a.pre, W + sl.conv_q, zg, ws + a.o, p.training ? ws + a.saved : nullptr,
+                delta_forward(shape, ws + a.pre, W + sl.conv_q, zg, ws + a.o, p.training ? ws + a.saved : nullptr,
                               p.training ? ws + a.final : nullptr, st);
             }
             // the recurrences stopped at each word's end (Batch); packed, the rows after the last word
@@ -770,7 +793,9 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
             blas.weight_grad(ws + a.xn1, d, dZ, 4 * d, G + sl.lstm_wx, N, d, 4 * d);
             column_sums(dZ, 4 * d, G + sl.lstm_bias, N, 4 * d, region(column_sums_partials(N, 4 * d)), st);
         } else {
-            const DeltaShape shape = delta_shape(p, c, session.options, lengths, offsets);
+            DeltaShape shape = delta_shape(p, c, session.options, lengths, offsets);
+            if (c.mixer != Mixer::mamba && pre_by_token(p, l, shape))  // as the forward
+                shape.tokens = in.tokens, shape.zero_token = std::int32_t(c.vocab);
             // the chunked delta backward takes dO through the output norm itself (dOn in the dO array: it
             // reads dOn while writing dpre); elsewhere the norm's backward writes dO
             const bool through_norm = c.mixer != Mixer::mamba && delta_runs_in_chunks(shape);
@@ -937,7 +962,7 @@ bool recompute_gate_up(const CudaSession& session) {
 // The plan of each half of plan p's batch.
 Plan half_plan(const CudaSession& session, const Plan& p) {
     return make_plan(session.config, p.B / 2, p.T, true, p.mlp16, cuda_runs_chunked(session), recompute_gate_up(session),
-                     session.options.fused_products);
+                     session.options.fused_products && session.options.first_layer_by_token);
 }
 // The inputs of the batch's first half (words 0 .. B / 2 - 1) or second (the rest), for the plan h of a
 // half: word b at rows b T .., as the batch is not packed. The step's values are the whole batch's
@@ -1219,7 +1244,8 @@ CudaSessionState& second_half(const CudaSession& session) {
 // The plan of a batch call on `batch` (training: a training step's, whose words may be packed).
 Plan batch_plan(const CudaSession& session, const Batch& batch, bool training) {
     return make_plan(session.config, batch.batch, batch.length, training, session.state->params16 != nullptr,
-                     cuda_runs_chunked(session), recompute_gate_up(session), session.options.fused_products,
+                     cuda_runs_chunked(session), recompute_gate_up(session),
+                     session.options.fused_products && session.options.first_layer_by_token,
                      training ? packed_rows(session, batch) : 0);
 }
 
@@ -1491,6 +1517,11 @@ bool cuda_packs_words(const CudaSession& session, const Batch& batch) { return p
 
 bool cuda_splits_in_halves(const CudaSession& session, const Batch& batch) {
     return splits_in_halves(session, batch_plan(session, batch, true));
+}
+
+bool cuda_first_layer_by_token(const CudaSession& session, const Batch& batch) {
+    const Plan p = batch_plan(session, batch, true);
+    return (splits_in_halves(session, p) ? half_plan(session, p) : p).x0_by_token;
 }
 
 std::size_t cuda_session_bytes(const CudaSession& session) {

@@ -68,6 +68,7 @@ std::size_t cuda_steps_in_flight(const CudaSession&) { return 0; }
 bool cuda_runs_chunked(const CudaSession&) { not_built(); }
 bool cuda_packs_words(const CudaSession&, const Batch&) { not_built(); }
 bool cuda_splits_in_halves(const CudaSession&, const Batch&) { not_built(); }
+bool cuda_first_layer_by_token(const CudaSession&, const Batch&) { not_built(); }
 std::size_t cuda_session_bytes(const CudaSession&) { return 0; }
 std::size_t cuda_device_bytes_in_use() { return 0; }
 

@@ -257,6 +257,12 @@ __device__ float norm_reciprocal(const float* row) {
 __device__ std::size_t chunked_steps(const DeltaShape& s, std::size_t b) {
     return s.offsets ? std::size_t(__ldg(s.lengths + b)) : s.T;
 }
+// The row of pre and zbeta that holds row n's values: n, or its token's (DeltaShape::tokens).
+__device__ std::size_t pre_row(const DeltaShape& s, std::size_t n) { return s.tokens ? std::size_t(__ldg(s.tokens + n)) : n; }
+// Column `column` of pre from row `row0` on, as load_conv_rows takes it.
+__device__ const float* pre_column(const DeltaShape& s, const float* pre, std::size_t row0, std::size_t column) {
+    return s.tokens ? pre + column : pre + row0 * s.ld + column;
+}
 
 // One column of pre, tokens t0 - KT + 1 .. t0 + TC - 1 of a word into x (zeros before the word and
 // from token t0 + len on), `column` pointing at the column's entry in row t0. Inside the word (every
@@ -264,10 +270,25 @@ __device__ std::size_t chunked_steps(const DeltaShape& s, std::size_t b) {
 // and a 64-bit address per row, this took ~700 integer instructions a chunk in the backward (SASS,
 // H200), and written as pre + (n0 + t0 + i) ld + ..., the compiler kept 48 precomputed addresses
 // across the forward's chunks (spilled) and paid ~10 instructions a load.
+// With tokens (DeltaShape::tokens, pointing at row t0's), pre is a table: `column` points at the
+// column's entry in its row 0, and row t0 + t is the table's row tokens[t] (L1-resident: a few
+// letters' rows), the rows outside the word its row of zeros (zero_token). The rows' tokens come in
+// one load, a lane each, and go to every lane by shuffles: a load a row, each waiting for its
+// token's, made the backward 12% slower than on the rows (ncu, H200), and a test a row outside the
+// word 6%.
 template <int KT, int TC>
-__device__ void load_conv_rows(const float* column, std::size_t ld, std::size_t t0, int len, float (&x)[TC + KT - 1]) {
+__device__ void load_conv_rows(const float* column, std::size_t ld, std::size_t t0, int len, float (&x)[TC + KT - 1],
+                               const std::int32_t* tokens = nullptr, int zero_token = 0) {
     const float* src = column;
-    if (t0 >= KT - 1 && len == TC) {
+    if (tokens) {
+        static_assert(TC + KT - 1 <= 32, "a token a lane");
+        const int first = -min(int(t0), KT - 1), lane = int(threadIdx.x % 32), own = lane - (KT - 1);
+        const int token = lane < TC + KT - 1 && own >= first && own < len ? __ldg(tokens + own) : zero_token;
+        const unsigned stride = unsigned(ld);  // (a few letters' rows of ld < 2^16)
+#pragma unroll
+        for (int i = 0; i < TC + KT - 1; ++i)
+            x[i] = __ldg(column + unsigned(__shfl_sync(0xffffffffu, token, i)) * stride);
+    } else if (t0 >= KT - 1 && len == TC) {
         src -= (KT - 1) * ld;
 #pragma unroll
         for (int i = 0; i < TC + KT - 1; ++i) {
@@ -334,7 +355,8 @@ __device__ void conv_silu_rows(const DeltaShape& s, const float* pre, const floa
                                int len, std::size_t column, int factor, float* tile, int lane) {
     constexpr int TC = Factors<F>::tokens;
     float x[TC + KT - 1];  // x[i]: the column at token t0 - KT + 1 + i
-    load_conv_rows<KT, TC>(pre + row0 * s.ld + column, s.ld, t0, len, x);
+    load_conv_rows<KT, TC>(pre_column(s, pre, row0, column), s.ld, t0, len, x, s.tokens ? s.tokens + row0 : nullptr,
+                           s.zero_token);
     // the column's taps, read each chunk (L1-cached): 3 KT registers held throughout spilled
     float w[KT];
     load_conv_taps(conv, column, s.K, w);
@@ -372,7 +394,7 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
         const int len = int(min(std::size_t(TC), steps - t0));  // its tokens inside the word
         const int rows_in = F * len;                            // and its rows
         // row `lane`'s beta logit: token lane / F, factor lane % F (zbeta's column (lane % F) H + h)
-        const float zb = lane < rows_in ? zbeta[(n0 + t0 + lane / F) * ld + (lane % F) * H + h] : 0.0f;
+        const float zb = lane < rows_in ? zbeta[pre_row(s, n0 + t0 + lane / F) * ld + (lane % F) * H + h] : 0.0f;
         __syncwarp();  // the previous chunk is done with every tile
         // 1. Conv + SiLU of the lane's 1 + 2 F columns into Q, K, V, one column at a time: the chunk's
         // tokens and the KT - 1 before them (zeros before and past the word; a warp reads 128 contiguous
@@ -625,7 +647,8 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     // address steps by ld through an opaque asm, as in the forward: with a bounds test and a 64-bit
     // address per row, this phase took ~700 integer instructions per chunk (SASS, H200).
     auto load_rows = [&](int slot, std::size_t t0, int len, float (&x)[TC + KT - 1]) {
-        load_conv_rows<KT, TC>(pre + (n0 + t0) * ld + slot * d + h * DH + lane, ld, t0, len, x);
+        load_conv_rows<KT, TC>(pre_column(s, pre, n0 + t0, slot * d + h * DH + lane), ld, t0, len, x,
+                               s.tokens ? s.tokens + n0 + t0 : nullptr, s.zero_token);
     };
     // Back through the SiLU and the conv for one of the lane's columns (m: its index among the lane's
     // columns), grad the gradient of the SiLU outputs (token i's on tile row F i + factor): the gradient
@@ -803,7 +826,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     };
     // row `lane`'s beta logit of the chunk at t0 (warp 1): token lane / F, factor lane % F
     auto load_logit = [&](std::size_t t0, int rows_in) {
-        return w == 1 && lane < rows_in ? zbeta[(n0 + t0 + lane / F) * ld + (lane % F) * H + h] : 0.0f;
+        return w == 1 && lane < rows_in ? zbeta[pre_row(s, n0 + t0 + lane / F) * ld + (lane % F) * H + h] : 0.0f;
     };
 
     const int chunks = int((steps + TC - 1) / TC);

@@ -347,6 +347,12 @@ struct DeltaShape {
     // Tests (CudaOptions::poison): the chunked kernels fill their shared-memory tiles with NaN before
     // they start, so that a tile row read before it is written shows in their outputs.
     bool poison_tiles = false;
+    // [N] or null: pre and zbeta are tables whose row tokens[n] holds row n's values (the first
+    // layer's projections, which depend on the token only: the session's Plan::x0_by_token), and
+    // whose row zero_token is zeros (read for the conv's rows outside a word). The chunked kernels
+    // only: the step-by-step ones refuse it.
+    const std::int32_t* tokens = nullptr;
+    std::int32_t zero_token = 0;
 };
 // The delta rules with their inputs' short causal conv + SiLU fused in. pre: [N][ld], its first d +
 // 2 F d columns the projections [q | k (factor j, head h at (j H + h) dh) | v] before the conv;

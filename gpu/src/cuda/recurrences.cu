@@ -694,6 +694,7 @@ void check_packing(const std::int32_t* offsets, std::size_t dh, std::size_t H, c
 void delta_forward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
                    float* final, cudaStream_t stream) {
     if (delta_forward_in_chunks(s, pre, conv, zbeta, o, u, final, stream)) return;
+    if (s.tokens) throw std::logic_error("delta_forward: pre by token where the chunked kernels do not run");
     check_packing(s.offsets, s.dh, s.H, "delta_forward");
     const std::size_t slots = delta_slots(s.F);
     const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.ld, s.K, slots, false};
@@ -710,6 +711,7 @@ std::size_t delta_backward_partials(const DeltaShape& s) { return s.B * s.H * s.
 void delta_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
                     const float* final, const float* dO, float* dpre, float* dconv, float* dzbeta,
                     const Partials& partials, cudaStream_t stream) {
+    if (s.tokens) throw std::logic_error("delta_backward: pre by token takes the chunked kernels");
     check_packing(s.offsets, s.dh, s.H, "delta_backward");
     const std::size_t slots = delta_slots(s.F);
     const ConvLaunch cl{pre, conv, s.H * s.dh * slots, s.ld, s.K, slots, true};

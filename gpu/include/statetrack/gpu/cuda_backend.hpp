@@ -64,6 +64,11 @@ struct CudaOptions {
     // norm's in one kernel, so that dgu is not read back (mlp_backward_through_norm); false: the two
     // kernels apart (tests, comparisons)
     bool mlp_backward_through_norm = true;
+    // with the fused products on Hopper (the delta rules at d_model 128, up to 8 letters): the first
+    // layer's x, the embedding's rows by token, is never written (its readers take the table's rows),
+    // and where the chunked kernels run, its projections are a table of the letters' rows that the
+    // recurrence reads by token; false: x and the [rows][proj] projections written (tests, comparisons)
+    bool first_layer_by_token = true;
     // Training steps on at least this many rows, with an even number of words and not packed, run as
     // two halves of the batch on two streams at once (each half its own workspace and gradients,
     // added before the gradient norm): the halves' latency-bound recurrence kernels and bandwidth-bound
@@ -153,6 +158,10 @@ bool cuda_packs_words(const CudaSession& session, const Batch& batch);
 
 // Whether a training step on `batch` runs in two halves (CudaOptions::halves_from_rows).
 bool cuda_splits_in_halves(const CudaSession& session, const Batch& batch);
+// Whether a training step on `batch` takes the first layer by token (CudaOptions::first_layer_by_token):
+// the embedding's rows are never written, and where the chunked kernels run (cuda_runs_chunked) the
+// projections are a table of the letters' rows that the recurrence reads by token.
+bool cuda_first_layer_by_token(const CudaSession& session, const Batch& batch);
 
 // Bytes of device memory the session's own allocations hold.
 std::size_t cuda_session_bytes(const CudaSession& session);
