@@ -791,6 +791,26 @@ TEST(CudaBackend, Bf16WeightCopyFollowsEveryUpdate) {
     EXPECT_NE(logits_of(trained), logits_of(stale));
 }
 
+// Words of length T enough for the fused kernels' rows (more SMs, more rows), at least 300.
+std::size_t words_for_fused_kernels(std::size_t T) {
+#if STATETRACK_TEST_KERNELS
+    return std::max<std::size_t>(300, (cuda::fused_products_rows() + T - 1) / T);
+#else
+    return 300;
+#endif
+}
+// The worst relative error of a gradient tensor of `got` against `want`, each expected under bound.
+double worst_tensor_error(const ParameterLayout& layout, const std::vector<float>& got, const std::vector<float>& want,
+                          double bound) {
+    double worst = 0;
+    for (const auto& t : layout.tensors) {
+        const double diff = relative_error(got, want, t.offset, t.offset + t.size());
+        worst = std::max(worst, diff);
+        EXPECT_LT(diff, bound) << t.name;
+    }
+    return worst;
+}
+
 // The products of our own with SwiGLU or an RMSNorm inside (fused_products.cu) against cuBLAS, the SwiGLU
 // and the norm kernels apart (CudaOptions::fused_products), in whole bf16 steps on enough rows for the
 // forward kernels and the norms' backward inside the input gradients too (32 tiles of 16 rows an SM:
@@ -807,11 +827,7 @@ TEST(CudaBackend, Bf16FusedProductsMatchCublasOnManyRows) {
         if (d == 128) c.mlp_hidden = 256;  // the paper's width: (config_for's 24 takes none of the MLP kernels)
         validate(c);
         const std::size_t T = 256;
-#if STATETRACK_TEST_KERNELS
-        const std::size_t B = std::max<std::size_t>(300, (cuda::fused_products_rows() + T - 1) / T);  // more SMs, more rows
-#else
-        const std::size_t B = 300;
-#endif
+        const std::size_t B = words_for_fused_kernels(T);
         const auto layout = parameter_layout(c);
         const std::vector<float> w = random_float_params(layout, 931);
         const Batch batch = random_batch(B, T, c.vocab, c.classes, 932);
@@ -844,12 +860,7 @@ TEST(CudaBackend, Bf16FusedProductsMatchCublasOnManyRows) {
         const double logit_diff = relative_error(runs[1].logits, runs[0].logits, 0, runs[0].logits.size());
         EXPECT_LT(logit_diff, 1e-3);
         EXPECT_LT(std::abs(runs[1].loss - runs[0].loss) / std::abs(runs[0].loss), 1e-3);
-        double worst = 0;
-        for (const auto& t : layout.tensors) {
-            const double diff = relative_error(runs[1].gradients, runs[0].gradients, t.offset, t.offset + t.size());
-            worst = std::max(worst, diff);
-            EXPECT_LT(diff, 2e-2) << t.name;
-        }
+        const double worst = worst_tensor_error(layout, runs[1].gradients, runs[0].gradients, 2e-2);
         std::printf("bf16 fused products against cuBLAS, d %zu, %zu rows: logits %.2e, worst gradient tensor %.2e\n", d,
                     B * T, logit_diff, worst);
     }
@@ -867,11 +878,7 @@ TEST(CudaBackend, FirstLayerByTokenTrainsAsItsRows) {
     c.mlp_hidden = 256;
     validate(c);
     const std::size_t T = 256;
-#if STATETRACK_TEST_KERNELS
-    const std::size_t B = std::max<std::size_t>(300, (cuda::fused_products_rows() + T - 1) / T);
-#else
-    const std::size_t B = 300;
-#endif
+    const std::size_t B = words_for_fused_kernels(T);
     const auto layout = parameter_layout(c);
     const std::vector<float> w = random_float_params(layout, 941);
     const Batch batch = random_batch(B, T, c.vocab, c.classes, 942);
@@ -895,12 +902,7 @@ TEST(CudaBackend, FirstLayerByTokenTrainsAsItsRows) {
     const double logit_diff = relative_error(runs[1].logits, runs[0].logits, 0, runs[0].logits.size());
     EXPECT_LT(logit_diff, 1e-3);
     EXPECT_LT(std::abs(runs[1].loss - runs[0].loss) / std::abs(runs[0].loss), 1e-3);
-    double worst = 0;
-    for (const auto& t : layout.tensors) {
-        const double diff = relative_error(runs[1].gradients, runs[0].gradients, t.offset, t.offset + t.size());
-        worst = std::max(worst, diff);
-        EXPECT_LT(diff, 2e-2) << t.name;
-    }
+    const double worst = worst_tensor_error(layout, runs[1].gradients, runs[0].gradients, 2e-2);
     std::printf("bf16, first layer by token against its rows, %zu rows (chunked %d): logits %.2e, worst gradient "
                 "tensor %.2e\n",
                 B * T, int(runs[1].chunked), logit_diff, worst);
