@@ -121,10 +121,10 @@ DiagonalShape diagonal_shape(const Plan& p, const ModelConfig& c, const std::int
 
 // Whether layer l's projections are a table of the letters' rows that the delta kernels read by token
 // (DeltaShape::tokens): the first layer's where its x is the embedding's rows (Plan::x0_by_token) and
-// the chunked kernels run. Its rows of pre depend on the token only, so the [N][ldp] product (70 us a
+// the chunked kernels take it (delta_chunks_read_by_token: deltanet under --matmul bf16). Its rows of pre depend on the token only, so the [N][ldp] product (70 us a
 // half batch at T = 256, 205 MB written) becomes one of vocab rows, and the kernels' row loads hit L1.
 bool pre_by_token(const Plan& p, std::size_t l, const DeltaShape& shape) {
-    return l == 0 && p.x0_by_token && delta_runs_in_chunks(shape);
+    return l == 0 && p.x0_by_token && delta_chunks_read_by_token(shape);
 }
 
 // The mixer's output norm's gain gradient: the norm's backward (rmsnorm_backward), or one partial

@@ -257,11 +257,15 @@ __device__ float norm_reciprocal(const float* row) {
 __device__ std::size_t chunked_steps(const DeltaShape& s, std::size_t b) {
     return s.offsets ? std::size_t(__ldg(s.lengths + b)) : s.T;
 }
-// The row of pre and zbeta that holds row n's values: n, or its token's (DeltaShape::tokens).
-__device__ std::size_t pre_row(const DeltaShape& s, std::size_t n) { return s.tokens ? std::size_t(__ldg(s.tokens + n)) : n; }
+// The row of pre and zbeta that holds row n's values: n, or its token's (tokens: DeltaShape::tokens
+// in the kernels that read pre by token, null in the others, where the test folds away).
+__device__ std::size_t pre_row(const std::int32_t* tokens, std::size_t n) {
+    return tokens ? std::size_t(__ldg(tokens + n)) : n;
+}
 // Column `column` of pre from row `row0` on, as load_conv_rows takes it.
-__device__ const float* pre_column(const DeltaShape& s, const float* pre, std::size_t row0, std::size_t column) {
-    return s.tokens ? pre + column : pre + row0 * s.ld + column;
+__device__ const float* pre_column(const std::int32_t* tokens, const float* pre, std::size_t ld, std::size_t row0,
+                                   std::size_t column) {
+    return tokens ? pre + column : pre + row0 * ld + column;
 }
 
 // One column of pre, tokens t0 - KT + 1 .. t0 + TC - 1 of a word into x (zeros before the word and
@@ -350,13 +354,15 @@ struct Factors {
 // (the word's rows from row0, its token t0, len of them inside the word), into the lane's column of
 // the tile rows of factor `factor`. The forward's Q, K and V and the backward's rebuilt Q and K both
 // come from here, so that the backward subtracts to the bit what the forward's state added.
+// (tokens: DeltaShape::tokens where the kernel reads pre by token, else null)
 template <int KT, int F, Arithmetic AR>
-__device__ void conv_silu_rows(const DeltaShape& s, const float* pre, const float* conv, std::size_t row0, std::size_t t0,
-                               int len, std::size_t column, int factor, float* tile, int lane) {
+__device__ void conv_silu_rows(const DeltaShape& s, const std::int32_t* tokens, const float* pre, const float* conv,
+                               std::size_t row0, std::size_t t0, int len, std::size_t column, int factor, float* tile,
+                               int lane) {
     constexpr int TC = Factors<F>::tokens;
     float x[TC + KT - 1];  // x[i]: the column at token t0 - KT + 1 + i
-    load_conv_rows<KT, TC>(pre_column(s, pre, row0, column), s.ld, t0, len, x, s.tokens ? s.tokens + row0 : nullptr,
-                           s.zero_token);
+    load_conv_rows<KT, TC>(pre_column(tokens, pre, s.ld, row0, column), s.ld, t0, len, x,
+                           tokens ? tokens + row0 : nullptr, s.zero_token);
     // the column's taps, read each chunk (L1-cached): 3 KT registers held throughout spilled
     float w[KT];
     load_conv_taps(conv, column, s.K, w);
@@ -364,7 +370,9 @@ __device__ void conv_silu_rows(const DeltaShape& s, const float* pre, const floa
     for (int i = 0; i < TC; ++i) tile[Factors<F>::row(i, factor) * ld32 + lane] = silu_fast<AR>(conv_sum(w, x, i));
 }
 
-template <int KT, int F, bool TRAIN, Arithmetic AR>
+// BT: pre and zbeta by token (DeltaShape::tokens), an instance of its own so that the others' code
+// stays as it was (a test of s.tokens in every kernel made the T = 40 steps 1% slower).
+template <int KT, int F, bool TRAIN, Arithmetic AR, bool BT>
 __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked_kernel(DeltaShape s, const float* pre,
                                                                                      const float* conv,
                                                                                      const float* zbeta, float* o,
@@ -379,6 +387,7 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
     float *sk = tile + Tiles::k, *sq = tile + Tiles::q, *sv = tile + Tiles::v, *lp = tile + Tiles::lp;
     float *ss = tile + Tiles::s, *sbeta = tile + Tiles::beta, *snorm = tile + Tiles::norm;
 
+    const std::int32_t* const tokens = BT ? s.tokens : nullptr;
     using Fs = Factors<F>;
     constexpr int TC = Fs::tokens;
     if (s.poison_tiles) {  // tests: a tile row read before it is written shows as NaN
@@ -394,7 +403,7 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
         const int len = int(min(std::size_t(TC), steps - t0));  // its tokens inside the word
         const int rows_in = F * len;                            // and its rows
         // row `lane`'s beta logit: token lane / F, factor lane % F (zbeta's column (lane % F) H + h)
-        const float zb = lane < rows_in ? zbeta[pre_row(s, n0 + t0 + lane / F) * ld + (lane % F) * H + h] : 0.0f;
+        const float zb = lane < rows_in ? zbeta[pre_row(tokens, n0 + t0 + lane / F) * ld + (lane % F) * H + h] : 0.0f;
         __syncwarp();  // the previous chunk is done with every tile
         // 1. Conv + SiLU of the lane's 1 + 2 F columns into Q, K, V, one column at a time: the chunk's
         // tokens and the KT - 1 before them (zeros before and past the word; a warp reads 128 contiguous
@@ -404,7 +413,8 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
             // q on its tokens' last rows, k and v of factor j on its rows
             const int factor = slot == 0 ? F - 1 : (slot - 1) % F;
             float* dst = slot == 0 ? sq : slot <= F ? sk : sv;
-            conv_silu_rows<KT, F, AR>(s, pre, conv, n0 + t0, t0, len, slot * d + h * DH + lane, factor, dst, lane);
+            conv_silu_rows<KT, F, AR>(s, tokens, pre, conv, n0 + t0, t0, len, slot * d + h * DH + lane, factor, dst,
+                                      lane);
         };
         if constexpr (F == 1) {
 #pragma unroll
@@ -508,10 +518,10 @@ __global__ void __launch_bounds__(32 * warps_per_block, 8) delta_forward_chunked
     }
 }
 
-template <int KT, int F, bool TRAIN, Arithmetic AR>
+template <int KT, int F, bool TRAIN, Arithmetic AR, bool BT = false>
 void launch(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o, float* u,
             float* final, cudaStream_t stream) {
-    const auto kernel = delta_forward_chunked_kernel<KT, F, TRAIN, AR>;
+    const auto kernel = delta_forward_chunked_kernel<KT, F, TRAIN, AR, BT>;
     constexpr std::size_t bytes = std::size_t(warps_per_block) * Tiles::floats * sizeof(float);
     static_assert(bytes <= 48 * 1024, "more than a block gets without cudaFuncSetAttribute");
     const std::size_t groups = s.B * s.H;
@@ -597,7 +607,8 @@ __device__ void row_dots(const float (&d)[2][4], const float* xs, int c0, int g,
 }
 
 // Out: the type of dpre and dzbeta (float, or bf16 for --matmul bf16's products), rows ldo apart.
-template <int KT, int F, class Out, Arithmetic AR>
+// BT: pre and zbeta by token, as the forward's
+template <int KT, int F, class Out, Arithmetic AR, bool BT>
 __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel(DeltaShape s, const float* pre,
                                                                               const float* conv, const float* zbeta,
                                                                               const float* u_saved, const float* final,
@@ -616,6 +627,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     float *sbeta = tile + BackTiles::beta, *snorm = tile + BackTiles::norm;
     float *sdbeta_w = tile + BackTiles::dbeta_w, *sdbeta_l = tile + BackTiles::dbeta_l, *sdots = tile + BackTiles::dots;
     const int half = 16 * w;  // this warp's first column (or row) of 32
+    const std::int32_t* const tokens = BT ? s.tokens : nullptr;
     using Fs = Factors<F>;
     constexpr int TC = Fs::tokens;
 
@@ -647,8 +659,8 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     // address steps by ld through an opaque asm, as in the forward: with a bounds test and a 64-bit
     // address per row, this phase took ~700 integer instructions per chunk (SASS, H200).
     auto load_rows = [&](int slot, std::size_t t0, int len, float (&x)[TC + KT - 1]) {
-        load_conv_rows<KT, TC>(pre_column(s, pre, n0 + t0, slot * d + h * DH + lane), ld, t0, len, x,
-                               s.tokens ? s.tokens + n0 + t0 : nullptr, s.zero_token);
+        load_conv_rows<KT, TC>(pre_column(tokens, pre, ld, n0 + t0, slot * d + h * DH + lane), ld, t0, len, x,
+                               tokens ? tokens + n0 + t0 : nullptr, s.zero_token);
     };
     // Back through the SiLU and the conv for one of the lane's columns (m: its index among the lane's
     // columns), grad the gradient of the SiLU outputs (token i's on tile row F i + factor): the gradient
@@ -752,7 +764,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     auto rebuild_rows = [&](std::size_t t0, int len) {
         float* dst = w == 0 ? sq : sk;
         auto conv_column = [&](int m) {
-            conv_silu_rows<KT, F, AR>(s, pre, conv, n0 + t0, t0, len, Fs::backward_slot(w, m) * d + h * DH + lane,
+            conv_silu_rows<KT, F, AR>(s, tokens, pre, conv, n0 + t0, t0, len, Fs::backward_slot(w, m) * d + h * DH + lane,
                                       Fs::backward_factor(w, m), dst, lane);
         };
         // warp 0 its column 0 (q), warp 1 its F columns (the k's)
@@ -826,7 +838,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     };
     // row `lane`'s beta logit of the chunk at t0 (warp 1): token lane / F, factor lane % F
     auto load_logit = [&](std::size_t t0, int rows_in) {
-        return w == 1 && lane < rows_in ? zbeta[pre_row(s, n0 + t0 + lane / F) * ld + (lane % F) * H + h] : 0.0f;
+        return w == 1 && lane < rows_in ? zbeta[pre_row(tokens, n0 + t0 + lane / F) * ld + (lane % F) * H + h] : 0.0f;
     };
 
     const int chunks = int((steps + TC - 1) / TC);
@@ -1012,16 +1024,22 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     }
 }
 
-template <int KT, int F, class Out, Arithmetic AR>
+template <int KT, int F, class Out, Arithmetic AR, bool BT = false>
 void launch_backward(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, const float* u,
                      const float* final, const OutputNorm& on, Out* dpre, std::size_t ldo, float* partials,
                      float* gain_partials, Out* dzbeta, cudaStream_t stream) {
     constexpr std::size_t bytes = BackTiles::floats * sizeof(float);
     static_assert(bytes <= 48 * 1024, "more than a block gets without cudaFuncSetAttribute");
-    delta_backward_chunked_kernel<KT, F, Out, AR><<<unsigned(s.B * s.H), back_threads, bytes, stream>>>(
+    delta_backward_chunked_kernel<KT, F, Out, AR, BT><<<unsigned(s.B * s.H), back_threads, bytes, stream>>>(
         s, pre, conv, zbeta, u, final, on, dpre, ldo, partials, gain_partials, dzbeta);
     check(cudaGetLastError(), "delta_backward_chunked");
 }
+
+// The kernels that read pre by token (DeltaShape::tokens) are built for the shape that takes them,
+// the first layer of deltanet under --matmul bf16 (delta_chunks_read_by_token): 4 taps, one factor,
+// the loose arithmetic, dpre in bf16.
+template <int KT, int F, Arithmetic AR>
+constexpr bool reads_by_token = KT == 4 && F == 1 && AR == Arithmetic::loose;
 
 // f(taps, factors, arithmetic): the kernels' compile-time tap length KT, factor count F and Arithmetic
 // for shape s, as std::integral_constant values: F 1, or 2 to 4 with KT 4 and the exact arithmetic
@@ -1058,9 +1076,21 @@ bool backward_through_norm(const DeltaShape& s, const float* pre, const float* c
                            Out* dzbeta, float* dgain, const Partials& partials, const Partials& gain_partials,
                            cudaStream_t stream) {
     if (!delta_runs_in_chunks(s)) return false;
+    if (s.tokens && !delta_chunks_read_by_token(s)) throw std::logic_error("delta_chunked: pre by token on another shape");
     dispatch(s, [&](auto taps, auto factors, auto arithmetic) {
-        launch_backward<decltype(taps)::value, decltype(factors)::value, Out, decltype(arithmetic)::value>(
-            s, pre, conv, zbeta, u, final, on, dpre, ldo, partials.scratch, gain_partials.scratch, dzbeta, stream);
+        constexpr int KT = decltype(taps)::value, F = decltype(factors)::value;
+        constexpr Arithmetic AR = decltype(arithmetic)::value;
+        if constexpr (reads_by_token<KT, F, AR> && std::is_same_v<Out, bf16>) {
+            if (s.tokens) {
+                launch_backward<KT, F, Out, AR, true>(s, pre, conv, zbeta, u, final, on, dpre, ldo, partials.scratch,
+                                                      gain_partials.scratch, dzbeta, stream);
+                return;
+            }
+        } else if (s.tokens) {
+            throw std::logic_error("delta_chunked: no backward by token for dpre in fp32");
+        }
+        launch_backward<KT, F, Out, AR>(s, pre, conv, zbeta, u, final, on, dpre, ldo, partials.scratch,
+                                        gain_partials.scratch, dzbeta, stream);
     });
     partials.sums->push_back({partials.scratch, s.B, delta_slots(s.F) * s.H * DH * s.K, dconv});
     gain_partials.sums->push_back({gain_partials.scratch, s.B, s.H * DH, dgain});
@@ -1081,7 +1111,7 @@ bool chunked_kernels_run() {
     if (const int k = known[std::size_t(device)].load()) return k == 1;
     cudaFuncAttributes a{};
     int fp32_per_fp64 = 0;
-    const bool runs = cudaFuncGetAttributes(&a, delta_forward_chunked_kernel<4, 1, false, Arithmetic::exact>) == cudaSuccess &&
+    const bool runs = cudaFuncGetAttributes(&a, delta_forward_chunked_kernel<4, 1, false, Arithmetic::exact, false>) == cudaSuccess &&
                       a.binaryVersion >= 80 && a.ptxVersion >= 80 &&
                       cudaDeviceGetAttribute(&fp32_per_fp64, cudaDevAttrSingleToDoublePrecisionPerfRatio, device) ==
                           cudaSuccess &&
@@ -1097,12 +1127,24 @@ bool delta_runs_in_chunks(const DeltaShape& s) {
     return s.chunks && (s.F == 1 || (s.F >= 2 && s.F <= 4 && s.K <= 4)) && s.dh == DH && chunked_kernels_run();
 }
 
+bool delta_chunks_read_by_token(const DeltaShape& s) {
+    return delta_runs_in_chunks(s) && s.F == 1 && s.loose_arithmetic && conv_tap_length(s.K) == 4;
+}
+
 bool delta_forward_in_chunks(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o,
                              float* u, float* final, cudaStream_t stream) {
     if (!delta_runs_in_chunks(s)) return false;
+    if (s.tokens && !delta_chunks_read_by_token(s)) throw std::logic_error("delta_chunked: pre by token on another shape");
     dispatch(s, [&](auto taps, auto factors, auto arithmetic) {
         constexpr int KT = decltype(taps)::value, F = decltype(factors)::value;
         constexpr Arithmetic AR = decltype(arithmetic)::value;
+        if constexpr (reads_by_token<KT, F, AR>) {
+            if (s.tokens) {
+                if (u) launch<KT, F, true, AR, true>(s, pre, conv, zbeta, o, u, final, stream);
+                else launch<KT, F, false, AR, true>(s, pre, conv, zbeta, o, u, final, stream);
+                return;
+            }
+        }
         if (u) launch<KT, F, true, AR>(s, pre, conv, zbeta, o, u, final, stream);
         else launch<KT, F, false, AR>(s, pre, conv, zbeta, o, u, final, stream);
     });

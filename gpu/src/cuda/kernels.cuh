@@ -350,7 +350,7 @@ struct DeltaShape {
     // [N] or null: pre and zbeta are tables whose row tokens[n] holds row n's values (the first
     // layer's projections, which depend on the token only: the session's Plan::x0_by_token), and
     // whose row zero_token is zeros (read for the conv's rows outside a word). The chunked kernels
-    // only: the step-by-step ones refuse it.
+    // only, where delta_chunks_read_by_token: the others refuse it.
     const std::int32_t* tokens = nullptr;
     std::int32_t zero_token = 0;
 };
@@ -380,6 +380,9 @@ void delta_backward(const DeltaShape& s, const float* pre, const float* conv, co
 // device: s.chunks, head_dim 32 with one factor or two (at most 4 taps), and a GPU they run on (only F,
 // K, dh and chunks are read).
 bool delta_runs_in_chunks(const DeltaShape& s);
+// Whether they take pre and zbeta by token (DeltaShape::tokens) for this shape: deltanet (one factor)
+// with at most 4 taps and the loose arithmetic (--matmul bf16), dpre in bf16, where they run.
+bool delta_chunks_read_by_token(const DeltaShape& s);
 // The mixer's output norm, an RMSNorm of o per head (reciprocals rinv [N][H], gain [d]), and the
 // gradient of its output, dOn ([N][d]).
 struct OutputNorm {
