@@ -121,8 +121,9 @@ DiagonalShape diagonal_shape(const Plan& p, const ModelConfig& c, const std::int
 
 // Whether layer l's projections are a table of the letters' rows that the delta kernels read by token
 // (DeltaShape::tokens): the first layer's where its x is the embedding's rows (Plan::x0_by_token) and
-// the chunked kernels take it (delta_chunks_read_by_token: deltanet under --matmul bf16). Its rows of pre depend on the token only, so the [N][ldp] product (70 us a
-// half batch at T = 256, 205 MB written) becomes one of vocab rows, and the kernels' row loads hit L1.
+// the chunked kernels take it (delta_chunks_read_by_token: deltanet under --matmul bf16). Its rows of
+// pre depend on the token only, so the [N][ldp] product (67 us a half batch at T = 256, 205 MB
+// written) becomes one of vocab rows, and the kernels' row loads hit L1.
 bool pre_by_token(const Plan& p, std::size_t l, const DeltaShape& shape) {
     return l == 0 && p.x0_by_token && delta_chunks_read_by_token(shape);
 }
@@ -503,8 +504,8 @@ void forward_pass(const CudaSession& session, CudaSessionState& part, const Plan
     const std::size_t N = p.N, d = p.d;
     // the embedding and the first layer's norm in one pass where the rows allow it (x itself not
     // written where its readers take the table's rows by token)
-    const bool embedded = embed_and_norm(tokens, W + L.embed, p.x0_by_token ? nullptr : ws + p.x[0], W + L.layers[0].norm1,
-                                         ws + p.layers[0].xn1, ws + p.layers[0].r1, N, d, st,
+    const bool embedded = embed_and_norm(tokens, W + L.embed, p.x0_by_token ? nullptr : ws + p.x[0],
+                                         W + L.layers[0].norm1, ws + p.layers[0].xn1, ws + p.layers[0].r1, N, d, st,
                                          p.proj16 ? as16(ws + p.layers[0].xn1) : nullptr);
     if (!embedded) embed_forward(tokens, W + L.embed, ws + p.x[0], N, d, st);  // (read below by rmsnorm_forward)
     for (std::size_t l = 0; l < c.layers; ++l) {

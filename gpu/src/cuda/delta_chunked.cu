@@ -1076,7 +1076,8 @@ bool backward_through_norm(const DeltaShape& s, const float* pre, const float* c
                            Out* dzbeta, float* dgain, const Partials& partials, const Partials& gain_partials,
                            cudaStream_t stream) {
     if (!delta_runs_in_chunks(s)) return false;
-    if (s.tokens && !delta_chunks_read_by_token(s)) throw std::logic_error("delta_chunked: pre by token on another shape");
+    if (s.tokens && !delta_chunks_read_by_token(s))
+        throw std::logic_error("delta_chunked: pre by token on another shape");
     dispatch(s, [&](auto taps, auto factors, auto arithmetic) {
         constexpr int KT = decltype(taps)::value, F = decltype(factors)::value;
         constexpr Arithmetic AR = decltype(arithmetic)::value;
@@ -1111,7 +1112,8 @@ bool chunked_kernels_run() {
     if (const int k = known[std::size_t(device)].load()) return k == 1;
     cudaFuncAttributes a{};
     int fp32_per_fp64 = 0;
-    const bool runs = cudaFuncGetAttributes(&a, delta_forward_chunked_kernel<4, 1, false, Arithmetic::exact, false>) == cudaSuccess &&
+    const auto probe = delta_forward_chunked_kernel<4, 1, false, Arithmetic::exact, false>;
+    const bool runs = cudaFuncGetAttributes(&a, probe) == cudaSuccess &&
                       a.binaryVersion >= 80 && a.ptxVersion >= 80 &&
                       cudaDeviceGetAttribute(&fp32_per_fp64, cudaDevAttrSingleToDoublePrecisionPerfRatio, device) ==
                           cudaSuccess &&
@@ -1134,7 +1136,8 @@ bool delta_chunks_read_by_token(const DeltaShape& s) {
 bool delta_forward_in_chunks(const DeltaShape& s, const float* pre, const float* conv, const float* zbeta, float* o,
                              float* u, float* final, cudaStream_t stream) {
     if (!delta_runs_in_chunks(s)) return false;
-    if (s.tokens && !delta_chunks_read_by_token(s)) throw std::logic_error("delta_chunked: pre by token on another shape");
+    if (s.tokens && !delta_chunks_read_by_token(s))
+        throw std::logic_error("delta_chunked: pre by token on another shape");
     dispatch(s, [&](auto taps, auto factors, auto arithmetic) {
         constexpr int KT = decltype(taps)::value, F = decltype(factors)::value;
         constexpr Arithmetic AR = decltype(arithmetic)::value;
