@@ -532,7 +532,7 @@ void forward_pass(const CudaSession& session, CudaSessionState& part, const Plan
             // after it up to ldp (their columns of pre are read by nothing)
             float* zg = ws + a.pre + p.qkv;
             DeltaShape shape = delta_shape(p, c, session.options, lengths, offsets);
-            if (c.mixer != Mixer::mamba && pre_by_token(p, l, shape)) {
+            if (pre_by_token(p, l, shape)) {  // (Plan::x0_by_token holds for the delta rules only)
                 // the letters' rows of pre, a table at pre's start and a row of zeros after them: the
                 // embedding's rows normed by the kernel that norms each row (the same bits as xn1's rows),
                 // after the table, then their product
@@ -795,7 +795,7 @@ void backward_pass(const CudaSession& session, CudaSessionState& part, const Pla
             column_sums(dZ, 4 * d, G + sl.lstm_bias, N, 4 * d, region(column_sums_partials(N, 4 * d)), st);
         } else {
             DeltaShape shape = delta_shape(p, c, session.options, lengths, offsets);
-            if (c.mixer != Mixer::mamba && pre_by_token(p, l, shape))  // as the forward
+            if (pre_by_token(p, l, shape))  // as the forward
                 shape.tokens = in.tokens, shape.zero_token = std::int32_t(c.vocab);
             // the chunked delta backward takes dO through the output norm itself (dOn in the dO array: it
             // reads dOn while writing dpre); elsewhere the norm's backward writes dO

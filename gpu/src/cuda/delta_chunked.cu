@@ -262,37 +262,35 @@ __device__ std::size_t chunked_steps(const DeltaShape& s, std::size_t b) {
 __device__ std::size_t pre_row(const std::int32_t* tokens, std::size_t n) {
     return tokens ? std::size_t(__ldg(tokens + n)) : n;
 }
-// Column `column` of pre from row `row0` on, as load_conv_rows takes it.
-__device__ const float* pre_column(const std::int32_t* tokens, const float* pre, std::size_t ld, std::size_t row0,
-                                   std::size_t column) {
-    return tokens ? pre + column : pre + row0 * ld + column;
-}
 
 // One column of pre, tokens t0 - KT + 1 .. t0 + TC - 1 of a word into x (zeros before the word and
-// from token t0 + len on), `column` pointing at the column's entry in row t0. Inside the word (every
+// from token t0 + len on), the word's token t0 at pre's row row0. Inside the word (every
 // chunk but the first and the last) the address steps by ld through an opaque asm: with a bounds test
 // and a 64-bit address per row, this took ~700 integer instructions a chunk in the backward (SASS,
 // H200), and written as pre + (n0 + t0 + i) ld + ..., the compiler kept 48 precomputed addresses
 // across the forward's chunks (spilled) and paid ~10 instructions a load.
-// With tokens (DeltaShape::tokens, pointing at row t0's), pre is a table: `column` points at the
-// column's entry in its row 0, and row t0 + t is the table's row tokens[t] (L1-resident: a few
-// letters' rows), the rows outside the word its row of zeros (zero_token). The rows' tokens come in
+// With tokens (DeltaShape::tokens), pre is a table: row row0 + t is the table's row tokens[row0 + t]
+// (L1-resident: a few letters' rows), the rows outside the word its row of zeros (zero_token),
+// whatever row0 is. The rows' tokens come in
 // one load, a lane each, and go to every lane by shuffles: a load a row, each waiting for its
 // token's, made the backward 12% slower than on the rows (ncu, H200), and a test a row outside the
 // word 6%.
 template <int KT, int TC>
-__device__ void load_conv_rows(const float* column, std::size_t ld, std::size_t t0, int len, float (&x)[TC + KT - 1],
-                               const std::int32_t* tokens = nullptr, int zero_token = 0) {
-    const float* src = column;
+__device__ void load_conv_rows(const float* pre, std::size_t ld, std::size_t row0, std::size_t column, std::size_t t0,
+                               int len, float (&x)[TC + KT - 1], const std::int32_t* tokens = nullptr,
+                               int zero_token = 0) {
     if (tokens) {
         static_assert(TC + KT - 1 <= 32, "a token a lane");
         const int first = -min(int(t0), KT - 1), lane = int(threadIdx.x % 32), own = lane - (KT - 1);
-        const int token = lane < TC + KT - 1 && own >= first && own < len ? __ldg(tokens + own) : zero_token;
+        const int token = lane < TC + KT - 1 && own >= first && own < len ? __ldg(tokens + row0 + own) : zero_token;
         const unsigned stride = unsigned(ld);  // (a few letters' rows of ld < 2^16)
 #pragma unroll
         for (int i = 0; i < TC + KT - 1; ++i)
-            x[i] = __ldg(column + unsigned(__shfl_sync(0xffffffffu, token, i)) * stride);
-    } else if (t0 >= KT - 1 && len == TC) {
+            x[i] = __ldg(pre + column + unsigned(__shfl_sync(0xffffffffu, token, i)) * stride);
+        return;
+    }
+    const float* src = pre + row0 * ld + column;
+    if (t0 >= KT - 1 && len == TC) {
         src -= (KT - 1) * ld;
 #pragma unroll
         for (int i = 0; i < TC + KT - 1; ++i) {
@@ -361,8 +359,7 @@ __device__ void conv_silu_rows(const DeltaShape& s, const std::int32_t* tokens, 
                                int lane) {
     constexpr int TC = Factors<F>::tokens;
     float x[TC + KT - 1];  // x[i]: the column at token t0 - KT + 1 + i
-    load_conv_rows<KT, TC>(pre_column(tokens, pre, s.ld, row0, column), s.ld, t0, len, x,
-                           tokens ? tokens + row0 : nullptr, s.zero_token);
+    load_conv_rows<KT, TC>(pre, s.ld, row0, column, t0, len, x, tokens, s.zero_token);
     // the column's taps, read each chunk (L1-cached): 3 KT registers held throughout spilled
     float w[KT];
     load_conv_taps(conv, column, s.K, w);
@@ -659,8 +656,7 @@ __global__ void __launch_bounds__(back_threads, 8) delta_backward_chunked_kernel
     // address steps by ld through an opaque asm, as in the forward: with a bounds test and a 64-bit
     // address per row, this phase took ~700 integer instructions per chunk (SASS, H200).
     auto load_rows = [&](int slot, std::size_t t0, int len, float (&x)[TC + KT - 1]) {
-        load_conv_rows<KT, TC>(pre_column(tokens, pre, ld, n0 + t0, slot * d + h * DH + lane), ld, t0, len, x,
-                               tokens ? tokens + n0 + t0 : nullptr, s.zero_token);
+        load_conv_rows<KT, TC>(pre, ld, n0 + t0, slot * d + h * DH + lane, t0, len, x, tokens, s.zero_token);
     };
     // Back through the SiLU and the conv for one of the lane's columns (m: its index among the lane's
     // columns), grad the gradient of the SiLU outputs (token i's on tile row F i + factor): the gradient

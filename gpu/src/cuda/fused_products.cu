@@ -718,12 +718,13 @@ bool norm_backward_product(const bf16* dy, std::size_t ldy, const bf16* w, const
                           static_cast<const void*>(before)})
         if (!aligned16(p)) return false;
     // a bf16 dx added to another array: the warpgroup kernel where it runs (Hopper, d 128, the delta
-    // rule's projections); by letters where x is the embedding's rows by token
+    // rule's projections); by letters where x is the embedding's rows by token (letters.embedding,
+    // up to 8 letters: norm_backward_wgmma declines the others)
     if constexpr (std::is_same_v<D, bf16>) {
         const bool by_letters = letters.tokens != nullptr;
         if (warpgroups && accumulate && before && before != dx && partials.sums &&
-            (!by_letters || (letters.embedding && letters.table && letters.partials.sums && letters.vocab <= 8 &&
-                             aligned16(letters.embedding) && aligned16(letters.partials.scratch)))) {
+            (!by_letters || (letters.table && letters.partials.sums && aligned16(letters.embedding) &&
+                             aligned16(letters.partials.scratch)))) {
             const NormBackwardRows nb{x, gain, rinv, before, dx, partials.scratch};
             const LetterRows lr{letters.tokens, letters.embedding, letters.partials.scratch, unsigned(letters.vocab)};
             // a row of partial sums a block within rmsnorm_backward's region (and the letters' within

@@ -144,9 +144,6 @@ __global__ void __launch_bounds__(mlp_threads, 2)
     wait_copies<0>();  // no copy outlives the block
 }
 
-}  // namespace
-
-namespace {
 constexpr unsigned residual_steps = 8;  // k 128: the delta rule's output at d 128
 constexpr unsigned norm_steps = 28;     // 448 columns: the delta rule's projections at d 128 (ldp 392)
 // W, the warps' tiles (as wide), alignment
